@@ -1,0 +1,25 @@
+# The two commands of the README: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+.PHONY: install run test lint clean
+install: $(VENV)/.installed
+
+run: $(VENV)/.installed   ## set up and run the default pipeline
+	$(PY) -m pipeline $(ARGS)
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+
+test: $(VENV)/.installed lint   ## set up and pass the tests
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf outputs multirun .npuflow-cache

@@ -1,0 +1,128 @@
+"""Convolution (standard, grouped, depthwise, dilated, strided, padded) and ConvTranspose.
+
+MACs = N x M x OH x OW x (C / group) x kh x kw, the count papers and torchvision report.
+Lowering is im2col (Jia 2014; the mapping SCALE-Sim uses): one GEMM per group with
+M = N x OH x OW output pixels, K = C/group x kh x kw, N = M_out / group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ops.constraints import COMMON, constraint, int_pair
+from ops.graph import Graph, Node
+from ops.work import ARRAY, GemmShape, Work
+
+
+def _shapes(node: Node, graph: Graph) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    x, w = graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
+    y = graph.tensors[node.outputs[0]]
+    if x.shape is None or w.shape is None or y.shape is None:
+        raise ValueError(f"{node.op_type} '{node.name}' has a dynamic shape")
+    return x.shape, w.shape, y.shape
+
+
+def is_depthwise(node: Node, graph: Graph) -> bool:
+    x, _, _ = _shapes(node, graph)
+    group = int(node.attrs.get("group", 1))
+    return node.op_type == "Conv" and group > 1 and group == x[1]
+
+
+def conv_work(node: Node, graph: Graph) -> Work:
+    _, w, y = _shapes(node, graph)
+    group = int(node.attrs.get("group", 1))
+    n, out_c, spatial = y[0], y[1], y[2:]
+    kernel = 1
+    for k in w[2:]:
+        kernel *= k
+    pixels = n
+    for d in spatial:
+        pixels *= d
+    gemm = GemmShape(m=pixels, k=w[1] * kernel, n=out_c // group, groups=group)
+    bias = len(node.inputs) > 2 and bool(node.inputs[2])
+    return Work(
+        unit=ARRAY,
+        macs=gemm.macs,
+        input_elems=graph.tensors[node.inputs[0]].size,
+        weight_elems=graph.tensors[node.inputs[1]].size + (out_c if bias else 0),
+        output_elems=graph.tensors[node.outputs[0]].size,
+        gemm=gemm,
+    )
+
+
+def conv_transpose_work(node: Node, graph: Graph) -> Work:
+    """Each input pixel scatters a kh x kw x (M/group) patch: MACs = N x C x H x W x M/g x k."""
+    x, w, _ = _shapes(node, graph)
+    group = int(node.attrs.get("group", 1))
+    kernel = 1
+    for k in w[2:]:
+        kernel *= k
+    pixels = x[0]
+    for d in x[2:]:
+        pixels *= d
+    gemm = GemmShape(m=pixels, k=x[1] // group, n=w[1] * kernel, groups=group)
+    return Work(
+        unit=ARRAY,
+        macs=gemm.macs,
+        input_elems=graph.tensors[node.inputs[0]].size,
+        weight_elems=graph.tensors[node.inputs[1]].size,
+        output_elems=graph.tensors[node.outputs[0]].size,
+        gemm=gemm,
+    )
+
+
+@constraint("kernel_max")
+def check_kernel_size(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Kernel height and width must be at most {kernel_max}"""
+    kh, kw = int_pair(graph.tensors[node.inputs[1]].shape[2:])
+    return max(kh, kw) <= limits["kernel_max"], f"kernel {kh}x{kw}"
+
+
+@constraint("stride_max")
+def check_stride(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Stride must be at most {stride_max} in both dimensions"""
+    sh, sw = int_pair(node.attrs.get("strides"))
+    return max(sh, sw) <= limits["stride_max"], f"stride {sh}x{sw}"
+
+
+@constraint("dilation_max")
+def check_dilation(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Dilation must be at most {dilation_max} in both dimensions"""
+    dh, dw = int_pair(node.attrs.get("dilations"))
+    return max(dh, dw) <= limits["dilation_max"], f"dilation {dh}x{dw}"
+
+
+@constraint("depthwise")
+def check_depthwise(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Depthwise convolution supported: {depthwise}"""
+    dw = is_depthwise(node, graph)
+    return (not dw) or bool(limits["depthwise"]), "depthwise" if dw else "not depthwise"
+
+
+@constraint("grouped")
+def check_grouped(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Grouped (non-depthwise) convolution supported: {grouped}"""
+    group = int(node.attrs.get("group", 1))
+    grouped = group > 1 and not is_depthwise(node, graph)
+    return (not grouped) or bool(limits["grouped"]), f"group {group}"
+
+
+@constraint("channel_multiple")
+def check_channel_multiple(node: Node, graph: Graph, limits: Mapping[str, Any]
+                           ) -> tuple[bool, str]:
+    """Input channels must be a multiple of {channel_multiple}"""
+    c = graph.tensors[node.inputs[0]].shape[1]
+    return c % limits["channel_multiple"] == 0, f"input channels {c}"
+
+
+@constraint("weights_max_kb")
+def check_weight_size(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Weights must fit in {weights_max_kb} KB at int8"""
+    kb = graph.tensors[node.inputs[1]].size / 1024
+    return kb <= limits["weights_max_kb"], f"weights {kb:.1f} KB"
+
+
+CONV_CHECKS = (*COMMON, check_kernel_size, check_stride, check_dilation, check_depthwise,
+               check_grouped, check_channel_multiple, check_weight_size)
+CONV_TRANSPOSE_CHECKS = (*COMMON, check_kernel_size, check_stride)

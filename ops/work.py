@@ -1,0 +1,49 @@
+"""What an operator costs, independent of any hardware: the result type of every op spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ARRAY, VECTOR, MEMORY, FREE = "array", "vector", "memory", "free"
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """An op lowered to ``groups`` independent GEMMs of (M x K) @ (K x N).
+
+    Conv lowers by im2col: M = output pixels (x batch), K = in-channels/group x kh x kw,
+    N = out-channels/group; depthwise is groups = channels with N = depth multiplier.
+    """
+
+    m: int
+    k: int
+    n: int
+    groups: int = 1
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.k * self.n * self.groups
+
+
+@dataclass(frozen=True)
+class Work:
+    """Element counts and the unit that does the work.
+
+    ``unit`` is ARRAY (MAC array, described by ``gemm``), VECTOR (``vector_ops`` elementwise
+    operations), MEMORY (a data-movement copy of ``output_elems``) or FREE (a view: reshape,
+    squeeze; no data moves). Bytes are element counts times the precision's width, which the
+    compiler chooses, so they are not fixed here.
+    """
+
+    unit: str
+    macs: int = 0
+    vector_ops: int = 0
+    input_elems: int = 0  # non-constant operands read
+    weight_elems: int = 0  # constant operands read (weights, biases, tables)
+    output_elems: int = 0
+    gemm: GemmShape | None = None
+
+    @property
+    def flops(self) -> int:
+        """Host-CPU operations: 2 per MAC plus the elementwise operations."""
+        return 2 * self.macs + self.vector_ops

@@ -1,0 +1,1 @@
+"""npuflow's orchestration layer: configs, stages, runner, CLI (knows ops and hardware)."""

@@ -1,0 +1,72 @@
+"""Atomic artifact writing and content digests.
+
+Every file npuflow writes goes to a temporary name in the same folder and is renamed into
+place, so a crash or a kill never leaves a half-written artifact that a later run trusts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temp path beside ``path``; rename it into place only if the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Stable JSON: sorted keys, fixed float repr, trailing newline (byte-identical reruns)."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n")
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def bytes_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def replace_dir(tmp_dir: Path, final_dir: Path) -> None:
+    """Move a finished temp folder into place, replacing an older one (rename, not copy)."""
+    if final_dir.exists():
+        old = final_dir.with_name(f".{final_dir.name}.old-{os.getpid()}")
+        os.replace(final_dir, old)
+        os.replace(tmp_dir, final_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp_dir, final_dir)

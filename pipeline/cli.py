@@ -1,0 +1,113 @@
+"""``npuflow`` / ``python -m pipeline``: the Hydra app, and one-line errors for user mistakes.
+
+Hydra prints composition errors over several lines with a hint about HYDRA_FULL_ERROR. We
+let Hydra raise instead (by setting HYDRA_FULL_ERROR for its runner), then print one line
+naming the file or key at fault and exit 2. A user who sets HYDRA_FULL_ERROR=1 gets the
+full traceback, as Hydra documents.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException, MissingConfigException
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+from rich.console import Console
+from rich.table import Table
+
+from pipeline.config import check_complete
+from pipeline.errors import UserError
+from pipeline.runner import run_pipeline
+from pipeline.schema import register_configs
+
+log = logging.getLogger("npuflow")
+register_configs()
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+def _print_summary(metrics: dict, run_dir: Path) -> None:
+    table = Table(title=f"npuflow: {run_dir}", show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in sorted(metrics):
+        value = metrics[key]
+        text = f"{value:,.6g}" if isinstance(value, float) else str(value)
+        table.add_row(key, text if len(text) < 60 else text[:57] + "...")
+    Console().print(table)
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def app(cfg: DictConfig) -> dict:
+    hc = HydraConfig.get()
+    try:
+        check_complete(cfg, dict(hc.runtime.choices))
+        run_dir = Path(hc.runtime.output_dir)
+        metrics = run_pipeline(cfg, run_dir)
+    except Exception as exc:
+        _exit_if_user_error(exc)
+        raise
+    _print_summary(metrics, run_dir)
+    return metrics
+
+
+_WANTS_TRACEBACK = os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def _exit_if_user_error(exc: BaseException) -> None:
+    """Print one line and exit for a user mistake; return (to re-raise) for a bug."""
+    message = describe(exc)
+    if message is None or _WANTS_TRACEBACK:
+        return
+    print(f"npuflow: error: {message}", file=sys.stderr)
+    sys.exit(getattr(exc, "exit_code", 2))
+
+
+def describe(exc: BaseException) -> str | None:
+    """One line for a user mistake, or None for a bug (which keeps its traceback)."""
+    if isinstance(exc, UserError):
+        return str(exc)
+    if isinstance(exc, MissingConfigException):
+        first = str(exc).strip().splitlines()[0]
+        options = getattr(exc, "options", None)
+        return f"{first} (available: {', '.join(options)})" if options else first
+    cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
+    if isinstance(exc, OmegaConfBaseException) or cause is not None:
+        err = cause or exc
+        text = str(err).strip()
+        full_key = getattr(err, "full_key", None)
+        m = re.search(r"full_key: (\S+)", text)
+        key = full_key or (m.group(1) if m else None)
+        head = text.splitlines()[0]
+        where = ""
+        if isinstance(exc, HydraException) and exc is not err:
+            where = " ".join(str(exc).split())
+            where = f" [{where[:160]}]" if where else ""
+        return f"config error at '{key}': {head}{where}" if key else f"config error: {head}{where}"
+    composing = re.match(r"In '([^']+)': \w+ raised while composing config:\s*(.*)",
+                         str(exc), re.S)
+    if composing:
+        source, detail = composing.groups()
+        m = re.search(r"full_key: (\S+)", detail)
+        head = detail.strip().splitlines()[0]
+        key = f" at '{m.group(1)}'" if m else ""
+        return f"{source}.yaml: config error{key}: {head}"
+    if isinstance(exc, HydraException):
+        text = " ".join(str(exc).split())
+        return re.sub(r",? ?set env var HYDRA_FULL_ERROR=1 to see chained exception\.?", "", text)
+    return None
+
+
+def main() -> None:
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # make Hydra raise; we print the one line
+    try:
+        app()
+    except Exception as exc:
+        _exit_if_user_error(exc)
+        raise

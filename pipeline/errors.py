@@ -1,0 +1,13 @@
+"""User-facing errors: one line, naming the file, key or node at fault, and an exit code."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A mistake in the user's input (config, file, data). The CLI prints ``str(self)`` on
+    one line and exits with :attr:`exit_code`; no traceback unless HYDRA_FULL_ERROR=1."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))

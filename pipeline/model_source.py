@@ -1,0 +1,103 @@
+"""Where a model comes from: the built-in zoo, or a user's ONNX file made static.
+
+For a user's file: upgrade the opset (onnx.version_converter), pin every dynamic input dim
+from ``model.input_shape``, and refuse a model whose inputs stay dynamic, since an NPU
+compiler plans memory and instructions for static shapes (DOMAIN.md section 4).
+"""
+
+from __future__ import annotations
+
+import onnx
+from omegaconf import DictConfig, OmegaConf
+from onnx import version_converter
+
+from pipeline import onnx_io, zoo
+from pipeline.errors import UserError
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def upgrade_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    current = _opset(model)
+    if current >= target:
+        return model
+    try:
+        return version_converter.convert_version(model, target)
+    except Exception as exc:  # the converter raises bare RuntimeErrors / C++ exceptions
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"model.opset: cannot convert opset {current} -> {target}: {first}"
+        ) from exc
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def _dynamic_axes(vi: onnx.ValueInfoProto) -> list[tuple[int, str]]:
+    dims = vi.type.tensor_type.shape.dim
+    return [(i, d.dim_param or "?") for i, d in enumerate(dims)
+            if not (d.HasField("dim_value") and d.dim_value > 0)]
+
+
+def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None) -> onnx.ModelProto:
+    inputs = graph_inputs(model)
+    if input_shape is not None:
+        if len(inputs) != 1:
+            raise UserError(
+                f"model.input_shape: the model has {len(inputs)} inputs "
+                f"({', '.join(i.name for i in inputs)}); input_shape fixes single-input models"
+            )
+        vi = inputs[0]
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) != len(input_shape):
+            raise UserError(
+                f"model.input_shape: input '{vi.name}' has rank {len(dims)}, "
+                f"got {list(input_shape)}"
+            )
+        for d, value in zip(dims, input_shape, strict=True):
+            if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != value:
+                raise UserError(
+                    f"model.input_shape: input '{vi.name}' is fixed at "
+                    f"{[x.dim_value for x in dims]}, got {list(input_shape)}"
+                )
+            d.Clear()
+            d.dim_value = int(value)
+        # Intermediate value_info may still carry the symbolic dims: let inference redo them.
+        del model.graph.value_info[:]
+    for vi in graph_inputs(model):
+        dynamic = _dynamic_axes(vi)
+        if dynamic:
+            axes = ", ".join(f"axis {i} ('{name}')" for i, name in dynamic)
+            raise UserError(
+                f"model: input '{vi.name}' has dynamic {axes}; set model.input_shape=[...] "
+                "to compile a static shape"
+            )
+    return model
+
+
+def build_model(cfg: DictConfig, cache_dir: str) -> onnx.ModelProto:
+    """The model described by ``cfg`` (the ``model`` group), static and at ``cfg.opset``."""
+    if cfg.source == "zoo":
+        if cfg.name not in zoo.ZOO:
+            raise UserError(f"model.name: unknown zoo model '{cfg.name}' "
+                            f"(known: {', '.join(sorted(zoo.ZOO))})")
+        params = OmegaConf.to_container(cfg.params, resolve=True)
+        assert isinstance(params, dict)
+        if cfg.name in zoo.NEEDS_CACHE:
+            params["cache_dir"] = cache_dir
+        try:
+            model = zoo.ZOO[cfg.name](seed=cfg.seed, opset=cfg.opset, **params)
+        except TypeError as exc:
+            raise UserError(f"model.params: {exc}") from exc
+        return fix_input_shapes(model, cfg.input_shape)
+    if cfg.source == "onnx":
+        if not cfg.path:
+            raise UserError("model.path: model=onnx needs model.path=FILE")
+        model = onnx_io.load_model(cfg.path)
+        model = fix_input_shapes(model, cfg.input_shape)
+        return upgrade_opset(model, cfg.opset)
+    raise UserError(f"model.source: must be 'zoo' or 'onnx', got '{cfg.source}'")

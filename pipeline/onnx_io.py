@@ -1,0 +1,111 @@
+"""Loading, checking, saving and running ONNX models, with user-facing error messages.
+
+onnxruntime is the reference executor: a model npuflow accepts must build an
+InferenceSession, and its float outputs on a seeded input are recorded as a digest.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from google.protobuf.message import DecodeError
+
+from pipeline.artifacts import atomic_path, bytes_digest
+from pipeline.errors import UserError
+
+_ORT_NP_TYPES = {
+    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_,
+}
+
+
+def load_model(path: str | Path) -> onnx.ModelProto:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"model.path: no such file '{path}'")
+    try:
+        model = onnx.load(str(path))
+    except (DecodeError, ValueError, RuntimeError, OSError) as exc:
+        kind = type(exc).__name__
+        raise UserError(f"model.path: '{path}' is not an ONNX model ({kind})") from exc
+    if not model.graph.node:
+        raise UserError(f"model.path: '{path}' is not an ONNX model (no graph nodes)")
+    return model
+
+
+def save_model(model: onnx.ModelProto, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        onnx.save(model, str(tmp))
+
+
+def check_model(model: onnx.ModelProto, where: str) -> None:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UserError(f"{where}: the ONNX checker rejects the model: {first}") from exc
+
+
+def session(model: onnx.ModelProto | bytes, threads: int = 1, where: str = "model"
+            ) -> ort.InferenceSession:
+    """An onnxruntime CPU session; an op it cannot run becomes one line naming the node."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    try:
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own pybind exception types
+        proto = model if isinstance(model, onnx.ModelProto) else None
+        reason = _ort_reason(str(exc), proto)
+        raise UserError(f"{where}: onnxruntime cannot run it: {reason}") from exc
+
+
+def _ort_reason(message: str, model: onnx.ModelProto | None = None) -> str:
+    m = re.search(r"implementation for (\w+)\((\d+)\) node with name '([^']*)'", message)
+    if m:
+        return f"no kernel for op {m.group(1)} (opset {m.group(2)}) at node '{m.group(3)}'"
+    m = re.search(r'\("([^"]*)", (\w+), "([^"]*)", -?\d+\) : .*?is not a registered', message)
+    if m:
+        return f"unknown op {m.group(2)} (domain '{m.group(3)}') at node '{m.group(1)}'"
+    m = re.search(r"([\w.]*):(\w+)\(-?\d+\) is not a registered function/op", message)
+    if m:
+        domain, op = m.groups()
+        nodes = [n.name or n.output[0] for n in (model.graph.node if model else ())
+                 if n.op_type == op and n.domain == domain]
+        at = f" at node '{nodes[0]}'" if nodes else ""
+        return f"unknown op {op} (domain '{domain}'){at}"
+    return " ".join(message.split())[:300]
+
+
+def seeded_feeds(sess: ort.InferenceSession, seed: int) -> dict[str, np.ndarray]:
+    """Seeded inputs for every model input: N(0, 1) floats, zeros for integer inputs."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in sess.get_inputs():
+        dtype = _ORT_NP_TYPES.get(inp.type, np.float32)
+        shape = [int(d) for d in inp.shape]
+        if np.issubdtype(dtype, np.floating):
+            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[inp.name] = np.zeros(shape, dtype)
+    return feeds
+
+
+def reference_run(model: onnx.ModelProto, seed: int, threads: int = 1
+                  ) -> tuple[dict[str, np.ndarray], str]:
+    """Run once on seeded inputs; return the outputs and a digest of their bytes."""
+    sess = session(model, threads)
+    outputs = sess.run(None, seeded_feeds(sess, seed))
+    names = [o.name for o in sess.get_outputs()]
+    blob = b"".join(np.ascontiguousarray(o).tobytes() for o in outputs)
+    for name, out in zip(names, outputs, strict=True):
+        if np.issubdtype(out.dtype, np.floating) and not np.all(np.isfinite(out)):
+            raise UserError(f"model: output '{name}' is not finite on a seeded input")
+    return dict(zip(names, outputs, strict=True)), bytes_digest(blob)

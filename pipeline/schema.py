@@ -1,0 +1,122 @@
+"""Structured-config schemas for every config group, registered in Hydra's ConfigStore.
+
+``conf/config.yaml`` starts its defaults list with ``npuflow_schema`` (the
+:class:`NpuflowConfig` below), so each group's YAML is merged into a typed node: an unknown
+key or a wrong type fails while Hydra composes, naming the full key. Required values are
+``MISSING`` and are reported by :func:`pipeline.config.check_complete` right after
+composition. ``hydra_plugins/npuflow`` calls :func:`register_configs` so that DVC's Hydra
+composition (which does not import this package's entry point) sees the same schemas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from hardware.profile import HardwareProfile
+
+
+@dataclass
+class ModelReference:
+    """Published figures a zoo model must reproduce (checked by the tests, shown in model.json)."""
+
+    macs: float = 0.0
+    params: int = 0
+    source: str = ""
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    source: str = "zoo"  # zoo | onnx
+    description: str = ""
+    path: str | None = None  # for source=onnx
+    input_shape: list[int] | None = None  # fixes dynamic dims (single-input models)
+    opset: int = 17  # target opset of the exported model
+    seed: int = 0  # weights of zoo models, inputs of the reference run
+    params: dict[str, Any] = field(default_factory=dict)  # builder arguments
+    reference: ModelReference = field(default_factory=ModelReference)
+
+
+@dataclass
+class DataConfig:
+    name: str = MISSING
+    kind: str = "synthetic"  # synthetic | digits | images | npy
+    path: str | None = None
+    calibration_size: int = 32
+    eval_size: int = 64
+    seed: int = 0
+
+
+@dataclass
+class CalibrationConfig:
+    method: str = "minmax"  # minmax | entropy | percentile
+    percentile: float = 99.999
+    num_bins: int = 2048
+
+
+@dataclass
+class QuantConfig:
+    scheme: str = MISSING  # none | fp16 | int8
+    activation_type: str = "int8"
+    weight_type: str = "int8"
+    per_channel: bool = True
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    keep_float: list[str] = field(default_factory=list)
+
+
+@dataclass
+class OptimizeConfig:
+    passes: list[str] = field(default_factory=list)
+    tolerance: float = 1e-4
+
+
+@dataclass
+class TilingConfig:
+    mode: str = "auto"  # auto | fixed
+    tile_m: int | None = None
+    tile_n: int | None = None
+    tile_k: int | None = None
+    objective: str = "cycles"  # cycles | energy | edp
+
+
+@dataclass
+class CompileConfig:
+    fusion: bool = True
+    placement: str = "greedy"  # greedy | optimal
+    tiling: TilingConfig = field(default_factory=TilingConfig)
+
+
+@dataclass
+class SimulateConfig:
+    frames: int = 1
+    pipeline_depth: int = 1
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    ort_threads: int = 1  # onnxruntime intra-op threads (1 keeps digests bit-exact)
+    cache_dir: str = ".npuflow-cache"  # trained zoo models; the stage cache
+
+
+@dataclass
+class NpuflowConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    hardware: HardwareProfile = field(default_factory=HardwareProfile)
+    quant: QuantConfig = field(default_factory=QuantConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optimize: OptimizeConfig = field(default_factory=OptimizeConfig)
+    compile: CompileConfig = field(default_factory=CompileConfig)
+    simulate: SimulateConfig = field(default_factory=SimulateConfig)
+    stages: dict[str, Any] = field(default_factory=dict)  # order + one _target_ per stage
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+def register_configs() -> None:
+    """Register the schemas; safe to call more than once."""
+    cs = ConfigStore.instance()
+    cs.store(name="npuflow_schema", node=NpuflowConfig)

@@ -1,0 +1,60 @@
+"""Export: model source -> static, checked ONNX that onnxruntime runs, plus model.json."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig
+from onnx import shape_inference
+
+from ops.graph import from_onnx
+from pipeline import model_source, onnx_io
+from pipeline.artifacts import file_digest, write_json
+from pipeline.model_summary import summarize
+from pipeline.stages.base import Stage, StageInputs, StageResult
+
+log = logging.getLogger(__name__)
+
+
+class ExportStage(Stage):
+    name = "export"
+    version = "1"
+    config_keys = ("model",)
+
+    def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
+        m = cfg.model
+        where = f"model.path '{m.path}'" if m.source == "onnx" else f"model '{m.name}'"
+        model = model_source.build_model(m, cfg.run.cache_dir)
+        onnx_io.check_model(model, where)
+        model = shape_inference.infer_shapes(model, data_prop=True)
+        onnx_io.session(model, cfg.run.ort_threads, where)
+        _, digest = onnx_io.reference_run(model, m.seed, cfg.run.ort_threads)
+        graph = from_onnx(model, infer=False)
+        summary = summarize(model, graph)
+        onnx_io.save_model(model, out_dir / "model.onnx")
+        summary.update(
+            source=m.source,
+            source_path=m.path,
+            reference_run={"input_seed": m.seed, "output_sha256": digest},
+            model_sha256=file_digest(out_dir / "model.onnx"),
+        )
+        if m.reference.macs or m.reference.params:
+            summary["published"] = {
+                "macs": m.reference.macs, "params": m.reference.params,
+                "source": m.reference.source,
+                "macs_ratio": summary["macs"] / m.reference.macs if m.reference.macs else None,
+                "params_ratio": (summary["parameters"] / m.reference.params
+                                 if m.reference.params else None),
+            }
+        write_json(out_dir / "model.json", summary)
+        log.info("exported %s: %d nodes, %.3f GMACs, %.2f M parameters, opset %d",
+                 summary["name"], summary["nodes"], summary["macs"] / 1e9,
+                 summary["parameters"] / 1e6, summary["opset"])
+        return StageResult({
+            "model_name": m.name,
+            "model_nodes": summary["nodes"],
+            "model_macs": summary["macs"],
+            "model_params": summary["parameters"],
+            "model_output_sha256": digest,
+        })

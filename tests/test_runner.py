@@ -1,0 +1,80 @@
+"""The runner: stages from config, atomic stage folders, merged metrics, placeholders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.errors import UserError
+from pipeline.registry import build_chain
+from pipeline.runner import run_pipeline
+from tests.conftest import compose_config, error_lines, run_cli
+
+
+def test_default_chain_is_the_five_stages():
+    cfg = compose_config()
+    assert [name for name, _ in build_chain(cfg.stages)] == [
+        "export", "optimize", "quantize", "compile", "simulate"]
+
+
+def test_replacing_one_stage_from_the_command_line(tmp_path):
+    proc = run_cli("model=bert_encoder",
+                   "stages.quantize._target_=tests.custom_stages.CountNodesStage",
+                   "+stages.quantize.label=mine", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["custom_label"] == "mine"
+    assert metrics["custom_nodes"] == metrics["model_nodes"]
+    assert metrics["custom_saw_keys"] == ["model", "run"]  # only its declared subtree
+    assert "quantize_stage_implemented" not in metrics
+    assert metrics["optimize_stage_implemented"] is False  # placeholders say so
+    assert (tmp_path / "optimize" / "NOT_IMPLEMENTED").is_file()
+    for stage in ("export", "optimize", "quantize", "compile", "simulate"):
+        assert (tmp_path / stage / "metrics.json").is_file()
+
+
+def test_failing_stage_leaves_no_half_written_folder(tmp_path):
+    proc = run_cli("model=digits_mlp",
+                   "stages.optimize._target_=tests.custom_stages.FailingStage",
+                   f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 2
+    assert error_lines(proc) == ["npuflow: error: failing stage: bad input 'node_7'"]
+    assert (tmp_path / "export" / "model.onnx").is_file()
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name not in ("export", "npuflow.log", ".hydra")]
+    assert leftovers == []  # no optimize/, no temp folder, no metrics.json
+
+
+def test_unknown_stage_name_and_target_are_user_errors():
+    cfg = compose_config("stages.order=[export,polish]")
+    with pytest.raises(UserError, match="unknown stage 'polish'"):
+        build_chain(cfg.stages)
+    cfg = compose_config("stages.export._target_=no.such.Stage")
+    with pytest.raises(UserError, match=r"stages.export._target_: Error locating target"):
+        build_chain(cfg.stages)
+
+
+def test_same_config_gives_byte_identical_metrics(tmp_path):
+    cfg = compose_config("model=resnet18", "stages.order=[export]")
+    run_pipeline(cfg, tmp_path / "a")
+    run_pipeline(cfg, tmp_path / "b")
+    a = (tmp_path / "a" / "metrics.json").read_bytes()
+    assert a == (tmp_path / "b" / "metrics.json").read_bytes()
+    assert (tmp_path / "a" / "export" / "model.onnx").read_bytes() == (
+        tmp_path / "b" / "export" / "model.onnx").read_bytes()
+
+
+def test_console_script_and_module_are_one_app(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = shutil.which("npuflow", path=str(Path(sys.executable).parent))
+    assert exe, "console script npuflow not installed"
+    proc = subprocess.run([exe, "model=digits_mlp", "stages.order=[export]",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "metrics.json").read_text())["model_name"] == "digits_mlp"
+    bad = run_cli("stages.order=[]")
+    assert bad.returncode == 2 and "stages.order" in error_lines(bad)[0]

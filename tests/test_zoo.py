@@ -1,0 +1,96 @@
+"""The zoo reproduces published parameter and MAC counts, and exports checked ONNX."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from omegaconf import OmegaConf
+
+from ops.graph import from_onnx
+from pipeline import onnx_io
+from pipeline.model_summary import count_parameters, summarize
+from pipeline.zoo import ZOO
+from tests.conftest import CONF
+
+PUBLISHED = [p.stem for p in sorted((CONF / "model").glob("*.yaml"))
+             if OmegaConf.load(p).get("reference")]
+
+
+def _build(name: str, tmp_path) -> onnx.ModelProto:
+    cfg = OmegaConf.load(CONF / "model" / f"{name}.yaml")
+    params = dict(cfg.get("params", {}))
+    if name == "digits_mlp":
+        params["cache_dir"] = str(tmp_path)
+    return ZOO[name](seed=0, opset=17, **params)
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_zoo_matches_published_counts(name, tmp_path):
+    ref = OmegaConf.load(CONF / "model" / f"{name}.yaml").reference
+    model = onnx.shape_inference.infer_shapes(_build(name, tmp_path))
+    onnx.checker.check_model(model, full_check=True)
+    summary = summarize(model, from_onnx(model, infer=False))
+    assert summary["parameters"] == ref.params
+    assert summary["macs"] == pytest.approx(ref.macs, rel=0.01)
+
+
+def test_published_set_covers_the_required_architectures():
+    assert {"mobilenet_v2", "resnet18", "resnet50", "yolov5s", "bert_encoder"} <= set(PUBLISHED)
+
+
+def test_zoo_is_seeded_and_deterministic(tmp_path):
+    a = ZOO["resnet18"](seed=3, opset=17)
+    b = ZOO["resnet18"](seed=3, opset=17)
+    c = ZOO["resnet18"](seed=4, opset=17)
+    assert a.SerializeToString() == b.SerializeToString()
+    assert a.SerializeToString() != c.SerializeToString()
+
+
+def test_transformer_block_has_the_ops_compile_must_judge(tmp_path):
+    ops = {n.op_type for n in _build("bert_encoder", tmp_path).graph.node}
+    assert {"MatMul", "Softmax", "LayerNormalization", "Erf", "Transpose"} <= ops
+
+
+def test_yolo_has_neck_and_sigmoid_head(tmp_path):
+    model = _build("yolov5s", tmp_path)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("Resize") == 2 and ops.count("Concat") >= 4
+    assert len(model.graph.output) == 3
+    assert all(n.op_type == "Sigmoid" for n in model.graph.node
+               if n.output[0] in {o.name for o in model.graph.output})
+
+
+def test_zoo_models_run_finite_in_onnxruntime(tmp_path):
+    for name in ("mobilenet_v2", "bert_encoder"):
+        outputs, digest = onnx_io.reference_run(_build(name, tmp_path), seed=0)
+        assert all(np.isfinite(o).all() for o in outputs.values())
+        assert len(digest) == 64
+
+
+def test_digits_model_is_really_trained_and_cached(tmp_path):
+    from pipeline.datasets import digits
+
+    model = _build("digits_mlp", tmp_path)
+    cached = list((tmp_path / "zoo").glob("digits_mlp-*.onnx"))
+    assert len(cached) == 1
+    sess = onnx_io.session(model)
+    _, _, x_te, y_te = digits.split(0)
+    name = sess.get_inputs()[0].name
+    probs = np.concatenate([sess.run(None, {name: x[None]})[0] for x in x_te])
+    accuracy = float((probs.argmax(1) == y_te).mean())
+    assert accuracy > 0.93  # chance is 0.10; a trained MLP scores ~0.97
+    again = _build("digits_mlp", tmp_path)  # from the cache
+    assert again.SerializeToString() == model.SerializeToString()
+
+
+def test_bn_running_stats_are_not_parameters():
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), n)
+             for n in ("s", "b", "m", "v")]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", 1, [1, 4, 2, 2])],
+                              [helper.make_tensor_value_info("y", 1, [1, 4, 2, 2])], inits)
+    assert count_parameters(helper.make_model(graph)) == 8
