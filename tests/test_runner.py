@@ -41,7 +41,8 @@ def test_failing_stage_leaves_no_half_written_folder(tmp_path):
     assert proc.returncode == 2
     assert error_lines(proc) == ["npuflow: error: failing stage: bad input 'node_7'"]
     assert (tmp_path / "export" / "model.onnx").is_file()
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name not in ("export", "npuflow.log", ".hydra")]
+    expected = {"export", "npuflow.log", ".hydra"}
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name not in expected]
     assert leftovers == []  # no optimize/, no temp folder, no metrics.json
 
 
