@@ -35,7 +35,7 @@ def activation_work(node: Node, graph: Graph) -> Work:
 
 @constraint("clip_range")
 def check_clip_range(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
-    """Clip bounds must be constants (a fused ReLU/ReLU6 bound): {clip_range}"""
+    """Clip bounds must be constants (a fusable ReLU/ReLU6 bound): {clip_range}"""
     bounds = [graph.tensors[i] for i in node.inputs[1:] if i]
     const = all(t.is_const for t in bounds)
     return const or not limits["clip_range"], "constant bounds" if const else "dynamic bounds"
@@ -43,7 +43,7 @@ def check_clip_range(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tup
 
 @constraint("axis_last")
 def check_softmax_axis(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
-    """Softmax must run along the innermost axis: {axis_last}"""
+    """Softmax only along the innermost axis: {axis_last}"""
     rank = len(graph.tensors[node.inputs[0]].shape or ())
     axis = int(node.attrs.get("axis", -1))
     last = axis in (-1, rank - 1)

@@ -36,7 +36,7 @@ class Constraint:
         return not self.limits or any(k in limits for k in self.limits)
 
     def text(self, limits: Mapping[str, Any]) -> str:
-        return self.doc.format(**{k: limits.get(k, "-") for k in self.limits})
+        return self.doc.format(**{k: _show(limits.get(k, "-")) for k in self.limits})
 
     def check(self, node: Node, graph: Graph, limits: Mapping[str, Any]) -> CheckResult:
         passed, detail = self.fn(node, graph, limits)
@@ -51,6 +51,14 @@ def constraint(*limit_keys: str) -> Callable[[Callable], Constraint]:
         return Constraint(fn.__name__.removeprefix("check_"), limit_keys, doc, fn)
 
     return wrap
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 def run_checks(

@@ -30,7 +30,7 @@ def binary_work(node: Node, graph: Graph) -> Work:
 
 @constraint("broadcast")
 def check_broadcast(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
-    """Operands of different shapes (broadcasting) supported: {broadcast}"""
+    """Broadcasting between operands of different shapes allowed: {broadcast}"""
     shapes = {graph.tensors[i].shape for i in node.inputs if i}
     same = len(shapes) == 1
     return same or bool(limits["broadcast"]), "same shapes" if same else "broadcast"

@@ -66,7 +66,7 @@ def matmul_work(node: Node, graph: Graph) -> Work:
 
 @constraint("const_weights")
 def check_const_weights(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
-    """Second operand must be a constant (weights), unless {const_weights} is false"""
+    """Second operand must be constant weights: {const_weights}"""
     const = graph.tensors[node.inputs[1]].is_const
     return const or not limits["const_weights"], "constant B" if const else "B is an activation"
 

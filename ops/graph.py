@@ -134,8 +134,9 @@ def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def from_onnx(model: onnx.ModelProto, infer: bool = True) -> Graph:
-    """Build the IR; shapes come from ONNX shape inference (with data propagation)."""
+def from_onnx(model: onnx.ModelProto, infer: bool = True, fold: bool = True) -> Graph:
+    """Build the IR; shapes come from ONNX shape inference (with data propagation), and
+    Q/DQ pairs are folded into tensor precisions (``ops.quant``) unless ``fold=False``."""
     if infer:
         model = shape_inference.infer_shapes(model, data_prop=True)
     g = model.graph
@@ -166,7 +167,7 @@ def from_onnx(model: onnx.ModelProto, infer: bool = True) -> Graph:
             Node(name, n.op_type, list(n.input), list(n.output), attrs, n.domain, subgraphs)
         )
     init_names = {i.name for i in g.initializer}
-    return Graph(
+    graph = Graph(
         name=g.name,
         nodes=nodes,
         tensors=tensors,
@@ -174,3 +175,8 @@ def from_onnx(model: onnx.ModelProto, infer: bool = True) -> Graph:
         outputs=[o.name for o in g.output],
         opset=_opset(model),
     )
+    if not fold:
+        return graph
+    from ops.quant import fold_qdq  # ops.quant builds on this module
+
+    return fold_qdq(graph)

@@ -1,0 +1,187 @@
+"""One kernel's cost on the NPU or the host: cycles, bytes per memory level, energy.
+
+This composes the unit models (``systolic``, ``vector``, ``memory``, ``host``, ``energy``)
+for the :class:`~ops.work.Work` an op spec reports. ``compute_cycles`` is the MAC-array or
+vector-unit time with ideal memory; ``memory_cycles`` the DMA time of the DRAM traffic the
+tiling implies; ``total_cycles`` combines them (overlapped with double buffering) and adds
+the kernel launch. Two physical bounds hold by construction and are tested as properties:
+total >= MACs / peak MACs per cycle, and total >= compulsory DRAM bytes / bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hardware import energy as energy_model
+from hardware import host as host_model
+from hardware.memory import (
+    OperandBytes,
+    Tiling,
+    gemm_traffic,
+    overlap,
+    sram_footprint,
+    transfer_cycles,
+)
+from hardware.profile import HardwareProfile
+from hardware.systolic import compute_cycles, sram_accesses
+from hardware.tiling import TilingChoice, search
+from hardware.vector import copy_cycles, vector_cycles
+from ops.work import ARRAY, FREE, MEMORY, GemmShape, Work
+
+# bytes per element of (activations, weights, accumulator) for a kernel precision;
+# int16 means A16W8 (16-bit activations, 8-bit weights), as NPUs that offer it run it.
+WIDTHS = {"int8": (1, 1, 4), "int16": (2, 1, 4), "fp16": (2, 2, 4), "fp32": (4, 4, 4)}
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    unit: str  # array | vector | memory | free | host
+    precision: str
+    macs: int
+    compute_cycles: int
+    memory_cycles: int
+    overhead_cycles: int  # dispatch (and, on the host, nothing else)
+    total_cycles: int
+    dram_bytes: int
+    compulsory_dram_bytes: int
+    sram_bytes: int  # array/vector-side SRAM traffic
+    energy_pj: float  # dynamic energy; static power is charged over the timeline
+    mapping_efficiency: float = 1.0
+    sram_footprint: int = 0
+
+    @property
+    def bound(self) -> str:
+        parts = {"compute": self.compute_cycles, "memory": self.memory_cycles,
+                 "overhead": self.overhead_cycles}
+        return max(parts, key=lambda k: parts[k])
+
+
+def bytes_per_cycle(profile: HardwareProfile) -> float:
+    """DRAM bandwidth in bytes per NPU cycle."""
+    return profile.dram.bandwidth_gbps * 1e9 / (profile.frequency_mhz * 1e6)
+
+
+def latency_cycles(profile: HardwareProfile) -> float:
+    return profile.dram.latency_ns * 1e-9 * profile.frequency_mhz * 1e6
+
+
+def default_tiling(gemm: GemmShape) -> Tiling:
+    """Whole-operand tiles: the tiling when SRAM holds everything (compulsory traffic)."""
+    return Tiling(gemm.m, gemm.n, gemm.k, "mnk")
+
+
+def _array_cost(work: Work, precision: str, profile: HardwareProfile, tiling: Tiling | None,
+                a_in_dram: bool, c_to_dram: bool) -> KernelCost:
+    assert work.gemm is not None
+    gemm = work.gemm
+    arr = profile.mac_array
+    act_w, wt_w, acc_w = WIDTHS[precision]
+    est = compute_cycles(gemm, arr.rows, arr.cols, arr.dataflow,
+                         getattr(arr.throughput, precision))
+    tiling = tiling or default_tiling(gemm)
+    sizes = OperandBytes(
+        a=work.input_elems * act_w if a_in_dram else 0,
+        b=work.weight_elems * wt_w,
+        c=work.output_elems * act_w if c_to_dram else 0,
+        acc_width=acc_w,
+        c_elems=work.output_elems,
+    )
+    traffic = gemm_traffic(gemm, tiling, sizes)
+    bw, lat = bytes_per_cycle(profile), latency_cycles(profile)
+    memory = transfer_cycles(traffic.total, traffic.bursts, bw, lat)
+    body = overlap(est.cycles, memory, profile.dma.double_buffering,
+                   memory // max(traffic.bursts, 1))
+    acc = sram_accesses(gemm, arr.rows, arr.cols, arr.dataflow)
+    sram = acc.ifmap_reads * act_w + acc.filter_reads * wt_w + acc.ofmap_writes * acc_w
+    footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w, profile.dma.double_buffering)
+    return KernelCost(
+        unit=ARRAY, precision=precision, macs=work.macs, compute_cycles=est.cycles,
+        memory_cycles=memory, overhead_cycles=profile.dispatch_cycles,
+        total_cycles=body + profile.dispatch_cycles, dram_bytes=traffic.total,
+        compulsory_dram_bytes=sizes.a + sizes.b + sizes.c, sram_bytes=sram,
+        energy_pj=energy_model.dynamic_energy_pj(work.macs, precision, sram, traffic.total,
+                                                 profile.energy),
+        mapping_efficiency=est.mapping_efficiency, sram_footprint=footprint,
+    )
+
+
+def _streaming_cost(work: Work, precision: str, profile: HardwareProfile, a_in_dram: bool,
+                    c_to_dram: bool) -> KernelCost:
+    """Vector and copy kernels stream their operands once: traffic is compulsory."""
+    act_w, wt_w, _ = WIDTHS[precision]
+    dram = (work.input_elems * act_w if a_in_dram else 0) + work.weight_elems * wt_w + \
+        (work.output_elems * act_w if c_to_dram else 0)
+    sram = (work.input_elems + work.output_elems) * act_w + work.weight_elems * wt_w
+    if work.unit == FREE:
+        compute = 0
+        dram = sram = 0
+    elif work.unit == MEMORY:
+        compute = copy_cycles(work.output_elems * act_w, profile.sram.bandwidth_bytes_per_cycle)
+    else:
+        ops = work.vector_ops + (work.macs if work.unit == ARRAY else 0)
+        compute = vector_cycles(ops, profile.vector_unit.lanes)
+    bursts = (1 if a_in_dram else 0) + (1 if c_to_dram else 0) + (1 if work.weight_elems else 0)
+    memory = transfer_cycles(dram, bursts if dram else 0, bytes_per_cycle(profile),
+                             latency_cycles(profile))
+    dispatch = 0 if work.unit == FREE else profile.dispatch_cycles
+    body = overlap(compute, memory, profile.dma.double_buffering, memory // max(bursts, 1))
+    return KernelCost(
+        unit=work.unit, precision=precision, macs=work.macs, compute_cycles=compute,
+        memory_cycles=memory, overhead_cycles=dispatch, total_cycles=body + dispatch,
+        dram_bytes=dram, compulsory_dram_bytes=dram, sram_bytes=sram,
+        energy_pj=energy_model.dynamic_energy_pj(work.macs, precision, sram, dram,
+                                                 profile.energy),
+    )
+
+
+def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
+                objective: str = "cycles", a_in_dram: bool = True, c_to_dram: bool = True,
+                sram_bytes: int | None = None) -> TilingChoice:
+    """The best tiling of an array kernel within the SRAM budget (default: all of it)."""
+    assert work.gemm is not None
+    g, arr = work.gemm, profile.mac_array
+    act_w, wt_w, acc_w = WIDTHS[precision]
+    est = compute_cycles(g, arr.rows, arr.cols, arr.dataflow, getattr(arr.throughput, precision))
+    sizes = OperandBytes(a=work.input_elems * act_w if a_in_dram else 0,
+                         b=work.weight_elems * wt_w,
+                         c=work.output_elems * act_w if c_to_dram else 0,
+                         acc_width=acc_w, c_elems=work.output_elems)
+    budget = int(profile.sram.size_kb * 1024) if sram_bytes is None else sram_bytes
+    return search(g.m, g.n, g.k, g.groups, sizes, act_w, wt_w, acc_w, budget,
+                  profile.dma.double_buffering, bytes_per_cycle(profile),
+                  latency_cycles(profile), est.cycles, objective,
+                  profile.energy.dram_pj_per_byte)
+
+
+def npu_kernel_cost(work: Work, precision: str, profile: HardwareProfile,
+                    tiling: Tiling | None = None, a_in_dram: bool = True,
+                    c_to_dram: bool = True, on_vector: bool = False) -> KernelCost:
+    """Cost of one kernel on the NPU. ``a_in_dram`` / ``c_to_dram`` say whether the input
+    is read from / the output written to DRAM (False when the compiler keeps it in SRAM);
+    ``on_vector`` runs an array op on the vector unit (depthwise on some NPUs)."""
+    if precision not in WIDTHS:
+        raise ValueError(f"unknown precision {precision!r}")
+    if work.unit == ARRAY and not on_vector:
+        return _array_cost(work, precision, profile, tiling, a_in_dram, c_to_dram)
+    return _streaming_cost(work, precision, profile, a_in_dram, c_to_dram)
+
+
+def host_kernel_cost(work: Work, profile: HardwareProfile, precision: str = "fp32"
+                     ) -> KernelCost:
+    """A kernel on the fallback CPU, expressed in NPU cycles so timelines share one clock."""
+    act_w, wt_w, _ = WIDTHS[precision]
+    nbytes = (work.input_elems + work.output_elems) * act_w + work.weight_elems * wt_w
+    if work.unit == FREE:
+        nbytes = 0
+    hz = profile.frequency_mhz * 1e6
+    seconds = host_model.host_seconds(work.flops, nbytes, profile.host)
+    arithmetic = math.ceil(work.flops / (profile.host.gflops * 1e9) * hz)
+    memory = math.ceil(nbytes / (profile.host.bandwidth_gbps * 1e9) * hz)
+    cycles = max(arithmetic, memory, math.ceil(seconds * hz))
+    return KernelCost(
+        unit="host", precision=precision, macs=work.macs, compute_cycles=arithmetic,
+        memory_cycles=memory, overhead_cycles=0, total_cycles=cycles,
+        dram_bytes=nbytes, compulsory_dram_bytes=nbytes, sram_bytes=0,
+        energy_pj=energy_model.dynamic_energy_pj(0, precision, 0, nbytes, profile.energy),
+    )

@@ -1,0 +1,23 @@
+"""The fallback CPU, the NPU <-> CPU link, and layout conversions (all in seconds).
+
+Host time is a roofline (Williams et al., CACM 2009): the slower of its arithmetic at the
+sustained GFLOP/s and its memory traffic at the host bandwidth. A transfer over the link
+pays bytes / bandwidth plus a fixed synchronisation (cache maintenance, interrupt, wake-up).
+A layout conversion (NCHW <-> NHWC) is a full copy: every byte read once and written once.
+"""
+
+from __future__ import annotations
+
+from hardware.profile import Host, Link
+
+
+def host_seconds(flops: int, nbytes: int, host: Host) -> float:
+    return max(flops / (host.gflops * 1e9), nbytes / (host.bandwidth_gbps * 1e9))
+
+
+def link_seconds(nbytes: int, link: Link) -> float:
+    return nbytes / (link.bandwidth_gbps * 1e9) + link.sync_us * 1e-6
+
+
+def layout_conversion_seconds(nbytes: int, bandwidth_gbps: float) -> float:
+    return 2 * nbytes / (bandwidth_gbps * 1e9)

@@ -1,0 +1,119 @@
+"""DRAM <-> SRAM traffic of a tiled GEMM, SRAM capacity, and memory time.
+
+Written here rather than taken from a library because the tools that model it (Timeloop,
+ZigZag) need their own mapping DSL and minutes per layer; npuflow needs a closed form it
+can evaluate thousands of times per compile. The model is the classic loop-nest analysis
+(e.g. Yang et al., "Interstellar", ASPLOS 2020; the ZigZag/Timeloop reuse rules):
+
+- The GEMM (M x K) @ (K x N) is cut into tiles (tm x tk), (tk x tn), (tm x tn) and the tile
+  loops run in ``order`` (outer to inner, a permutation of "mnk").
+- An operand's tile stays in SRAM while only loops that do not index it advance *inside*
+  the innermost loop that does; every iteration of a non-indexing loop *outside* it
+  re-fetches the operand. Traffic = compulsory bytes x product of those trip counts.
+- The output, indexed by (m, n), is accumulated in SRAM while k runs inside it; each trip
+  of k outside it spills the partial sums (write + read back at accumulator width).
+- A tile transfer is one DMA burst and pays the DRAM latency once.
+
+Halo re-reads of spatially tiled convolutions are ignored (at most (k - 1) / tile rows
+extra); the compulsory input bytes are the real tensor, not its im2col expansion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ops.work import GemmShape
+
+ORDERS = ("mnk", "mkn", "nmk", "nkm", "kmn", "knm")
+_INDEXES = {"a": "mk", "b": "kn", "c": "mn"}
+
+
+@dataclass(frozen=True)
+class Tiling:
+    tm: int
+    tn: int
+    tk: int
+    order: str = "mnk"  # tile loops, outer to inner
+
+    def clipped(self, gemm: GemmShape) -> Tiling:
+        """The same tiling with tiles no larger than the GEMM."""
+        return Tiling(min(self.tm, gemm.m), min(self.tn, gemm.n), min(self.tk, gemm.k),
+                      self.order)
+
+
+@dataclass(frozen=True)
+class OperandBytes:
+    """Compulsory DRAM bytes of each operand (the tensor read or written once)."""
+
+    a: int  # input activations
+    b: int  # weights
+    c: int  # outputs at output precision
+    acc_width: int = 4  # bytes per partial sum (int32 / fp32 accumulators)
+    c_elems: int = 0  # output elements (partial-sum spills are counted at acc_width)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    a: int
+    b: int
+    c: int
+    bursts: int
+
+    @property
+    def total(self) -> int:
+        return self.a + self.b + self.c
+
+
+def trip_counts(gemm: GemmShape, tiling: Tiling) -> dict[str, int]:
+    t = tiling.clipped(gemm)
+    return {"m": math.ceil(gemm.m / t.tm), "n": math.ceil(gemm.n / t.tn),
+            "k": math.ceil(gemm.k / t.tk)}
+
+
+def refetch_factor(order: str, operand: str, trips: dict[str, int]) -> int:
+    """How many times an operand is streamed from DRAM under this loop order."""
+    indexes = _INDEXES[operand]
+    innermost = max(order.index(d) for d in indexes)
+    factor = 1
+    for position, loop in enumerate(order):
+        if loop not in indexes and position < innermost:
+            factor *= trips[loop]
+    return factor
+
+
+def gemm_traffic(gemm: GemmShape, tiling: Tiling, sizes: OperandBytes) -> Traffic:
+    if tiling.order not in ORDERS:
+        raise ValueError(f"tiling order must be one of {ORDERS}, got {tiling.order!r}")
+    trips = trip_counts(gemm, tiling)
+    fa = refetch_factor(tiling.order, "a", trips)
+    fb = refetch_factor(tiling.order, "b", trips)
+    fc = refetch_factor(tiling.order, "c", trips)
+    spill = (fc - 1) * 2 * sizes.c_elems * sizes.acc_width
+    tiles = {"a": trips["m"] * trips["k"], "b": trips["k"] * trips["n"],
+             "c": trips["m"] * trips["n"]}
+    bursts = (tiles["a"] * fa + tiles["b"] * fb + tiles["c"] * (2 * fc - 1)) * gemm.groups
+    return Traffic(a=sizes.a * fa, b=sizes.b * fb, c=sizes.c + spill, bursts=bursts)
+
+
+def sram_footprint(tiling: Tiling, gemm: GemmShape, in_width: int, w_width: int,
+                   acc_width: int, double_buffering: bool) -> int:
+    """Bytes of SRAM the tiles occupy; double buffering holds two of each."""
+    t = tiling.clipped(gemm)
+    one = t.tm * t.tk * in_width + t.tk * t.tn * w_width + t.tm * t.tn * acc_width
+    return one * (2 if double_buffering else 1)
+
+
+def transfer_cycles(nbytes: int, bursts: int, bytes_per_cycle: float,
+                    latency_cycles: float) -> int:
+    """DMA time: bytes at the DRAM bandwidth plus one latency per burst."""
+    return math.ceil(nbytes / bytes_per_cycle + bursts * latency_cycles)
+
+
+def overlap(compute: int, memory: int, double_buffering: bool, first_burst: int) -> int:
+    """Layer time. With double buffering the DMA of tile i+1 overlaps compute on tile i, so
+    the slower of the two sets the pace and only the first tile's load is exposed before
+    compute can start; with a single buffer they alternate and add up."""
+    if double_buffering:
+        return max(compute + min(first_burst, memory), memory)
+    return compute + memory

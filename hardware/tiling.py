@@ -1,0 +1,90 @@
+"""Tile-shape and loop-order search for one GEMM under an SRAM budget.
+
+The search space is every (tm, tn, tk) with each tile a power of two (>= 8) or the full
+dimension, times the six loop orders; :mod:`hardware.memory` gives each point's DRAM
+traffic and SRAM footprint. The evaluation is vectorised over the tile grid with numpy, so
+a search costs milliseconds (thousands of points) rather than seconds. The winner
+minimises the objective (cycles, energy or energy-delay product) among the tilings whose
+footprint fits; ties go to fewer DRAM bytes, then to the larger tiles, then to the first
+order in ``ORDERS``, so the choice is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hardware.memory import ORDERS, OperandBytes, Tiling
+
+_INDEX = {"a": "mk", "b": "kn", "c": "mn"}
+
+
+@dataclass(frozen=True)
+class TilingChoice:
+    tiling: Tiling
+    dram_bytes: int
+    bursts: int
+    footprint: int
+    fits: bool  # False: nothing fits the budget; the smallest-footprint tiling is returned
+
+
+def candidates(dim: int, minimum: int = 8) -> np.ndarray:
+    values = {dim}
+    t = minimum
+    while t < dim:
+        values.add(t)
+        t *= 2
+    return np.array(sorted(values), dtype=np.int64)
+
+
+def _factor(order: str, operand: str, trips: dict[str, np.ndarray]) -> np.ndarray:
+    indexes = _INDEX[operand]
+    innermost = max(order.index(d) for d in indexes)
+    factor = np.ones_like(trips["m"])
+    for pos, loop in enumerate(order):
+        if loop not in indexes and pos < innermost:
+            factor = factor * trips[loop]
+    return factor
+
+
+def search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, w_w: int,
+           acc_w: int, sram_bytes: int, double_buffering: bool, bytes_per_cycle: float,
+           latency_cycles: float, compute_cycles: int, objective: str = "cycles",
+           energy_per_byte: float = 1.0, orders: tuple[str, ...] = ORDERS) -> TilingChoice:
+    """Best tiling of a (groups x) M x K x N GEMM; see the module docstring."""
+    grid = np.meshgrid(candidates(m), candidates(n), candidates(k), indexing="ij")
+    tm, tn, tk = (g.ravel() for g in grid)
+    trips = {"m": -(-m // tm), "n": -(-n // tn), "k": -(-k // tk)}
+    footprint = (tm * tk * in_w + tk * tn * w_w + tm * tn * acc_w) * (2 if double_buffering
+                                                                      else 1)
+    best: tuple | None = None
+    for oi, order in enumerate(orders):
+        fa, fb, fc = (_factor(order, x, trips) for x in "abc")
+        traffic = sizes.a * fa + sizes.b * fb + sizes.c + (fc - 1) * 2 * sizes.c_elems * acc_w
+        bursts = (trips["m"] * trips["k"] * fa + trips["k"] * trips["n"] * fb
+                  + trips["m"] * trips["n"] * (2 * fc - 1)) * groups
+        memory = np.ceil(traffic / bytes_per_cycle + bursts * latency_cycles)
+        if double_buffering:
+            cycles = np.maximum(compute_cycles + memory / np.maximum(bursts, 1), memory)
+        else:
+            cycles = compute_cycles + memory
+        energy = traffic * energy_per_byte
+        score = {"cycles": cycles, "energy": energy, "edp": energy * cycles}[objective]
+        fits = footprint <= sram_bytes
+        pool = fits if fits.any() else footprint == footprint.min()
+        keys = np.lexsort((-(tm * tn * tk), traffic, np.where(pool, score, np.inf)))
+        i = keys[0]
+        candidate = (float(score[i]), int(traffic[i]), -int(tm[i] * tn[i] * tk[i]), oi,
+                     Tiling(int(tm[i]), int(tn[i]), int(tk[i]), order), int(bursts[i]),
+                     int(footprint[i]), bool(fits.any()))
+        if best is None or candidate[:4] < best[:4]:
+            best = candidate
+    assert best is not None
+    return TilingChoice(tiling=best[4], dram_bytes=best[1], bursts=best[5],
+                        footprint=best[6], fits=best[7])
+
+
+def fits_in_sram(footprint: int, sram_kb: float) -> bool:
+    return footprint <= math.floor(sram_kb * 1024)

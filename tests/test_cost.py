@@ -1,0 +1,163 @@
+"""The cost model: SCALE-Sim's closed forms, traffic under tiling, and physical bounds."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hardware.cost import (
+    auto_tiling,
+    bytes_per_cycle,
+    host_kernel_cost,
+    npu_kernel_cost,
+)
+from hardware.energy import dynamic_energy_pj
+from hardware.memory import OperandBytes, Tiling, gemm_traffic, overlap, refetch_factor
+from hardware.profile import load_profile
+from hardware.systolic import compute_cycles
+from ops.work import ARRAY, GemmShape, Work
+from tests.conftest import CONF
+
+RK = load_profile(CONF / "hardware" / "rk3588.yaml")
+
+# SCALE-Sim v3 total cycles measured with benchmarks/_scalesim_worker.py (ideal memory);
+# SCALE-Sim reports the index of the last busy cycle, one less than the cycle count.
+SCALESIM = [  # (M, K, N, rows, cols, dataflow, scalesim total cycles)
+    (100, 50, 70, 32, 32, "ws", 1163), (100, 50, 70, 32, 32, "os", 1343),
+    (100, 50, 70, 32, 32, "is", 1311), (64, 64, 64, 32, 16, "ws", 1135),
+    (64, 64, 64, 32, 16, "os", 879), (64, 64, 64, 32, 16, "is", 1135),
+    (196, 72, 20, 32, 32, "ws", 869), (64, 72, 20, 32, 32, "ws", 473),
+]
+
+
+@pytest.mark.parametrize(("m", "k", "n", "rows", "cols", "df", "ref"), SCALESIM)
+def test_systolic_cycles_match_scalesim(m, k, n, rows, cols, df, ref):
+    est = compute_cycles(GemmShape(m, k, n), rows, cols, df)
+    assert est.cycles == ref + 1
+
+
+def test_lower_precision_throughput_stretches_only_the_stream():
+    g = GemmShape(1000, 32, 32)
+    full, half = compute_cycles(g, 32, 32, "ws"), compute_cycles(g, 32, 32, "ws", 0.5)
+    assert half.cycles - full.cycles == 1000  # T doubles; fill/drain do not
+    with pytest.raises(ValueError, match="throughput 0"):
+        compute_cycles(g, 32, 32, "ws", 0.0)
+
+
+def test_depthwise_on_the_array_wastes_it():
+    dw = compute_cycles(GemmShape(784, 9, 1, groups=96), 32, 32, "ws")
+    assert dw.mapping_efficiency == pytest.approx(9 / 1024)
+
+
+def test_refetch_follows_the_loop_order():
+    trips = {"m": 4, "n": 3, "k": 2}
+    assert refetch_factor("mnk", "a", trips) == 3  # A(m,k) refetched per n-tile
+    assert refetch_factor("mnk", "b", trips) == 4  # B(k,n) refetched per m-tile
+    assert refetch_factor("mnk", "c", trips) == 1  # C accumulates over inner k
+    assert refetch_factor("kmn", "c", trips) == 2  # k outside C: partial sums spill
+
+
+def test_traffic_is_compulsory_when_tiles_hold_everything():
+    g = GemmShape(256, 128, 64)
+    sizes = OperandBytes(a=256 * 128, b=128 * 64, c=256 * 64, c_elems=256 * 64)
+    whole = gemm_traffic(g, Tiling(256, 64, 128), sizes)
+    assert whole.total == sizes.a + sizes.b + sizes.c and whole.bursts == 3
+    tiled = gemm_traffic(g, Tiling(64, 32, 128, "mnk"), sizes)
+    assert tiled.a == sizes.a * 2 and tiled.b == sizes.b * 4 and tiled.c == sizes.c
+    spilled = gemm_traffic(g, Tiling(256, 64, 32, "kmn"), sizes)
+    assert spilled.c == sizes.c + (4 - 1) * 2 * sizes.c_elems * 4
+
+
+def test_double_buffering_overlaps_single_buffer_adds():
+    assert overlap(1000, 600, True, 50) == 1050
+    assert overlap(1000, 1600, True, 50) == 1600
+    assert overlap(1000, 600, False, 50) == 1600
+
+
+def test_energy_is_macs_plus_bytes():
+    e = dynamic_energy_pj(1000, "int8", 100, 10, RK.energy)
+    assert e == pytest.approx(1000 * 0.23 + 100 * 2.5 + 10 * 40.0)
+
+
+def test_host_roofline_takes_the_slower_side():
+    work = Work(ARRAY, macs=10**9, input_elems=10, output_elems=10)
+    cost = host_kernel_cost(work, RK)
+    assert cost.total_cycles == math.ceil(2e9 / 50e9 * 1e9)  # 40 ms at 1 GHz
+    assert cost.bound == "compute"
+
+
+def _profile(bw: float = 17.0, sram_kb: float = 1024, rows: int = 32, cols: int = 32,
+             db: bool = True):
+    return dataclasses.replace(
+        RK, dram=dataclasses.replace(RK.dram, bandwidth_gbps=bw),
+        sram=dataclasses.replace(RK.sram, size_kb=sram_kb),
+        mac_array=dataclasses.replace(RK.mac_array, rows=rows, cols=cols),
+        dma=dataclasses.replace(RK.dma, double_buffering=db))
+
+
+gemms = st.builds(GemmShape, st.integers(1, 4096), st.integers(1, 2048), st.integers(1, 2048),
+                  st.sampled_from([1, 1, 1, 4, 32]))
+
+
+def _work(g: GemmShape) -> Work:
+    return Work(ARRAY, macs=g.macs, input_elems=g.m * g.k * g.groups,
+                weight_elems=g.k * g.n * g.groups, output_elems=g.m * g.n * g.groups, gemm=g)
+
+
+@settings(max_examples=150, deadline=None)
+@given(gemms, st.sampled_from(["int8", "int16", "fp16"]), st.floats(0.5, 64),
+       st.sampled_from([64, 256, 1024]), st.booleans())
+def test_no_kernel_beats_peak_compute_or_dram_bandwidth(g, prec, bw, sram_kb, db):
+    p = _profile(bw=bw, sram_kb=sram_kb, db=db)
+    work = _work(g)
+    choice = auto_tiling(work, prec, p)
+    cost = npu_kernel_cost(work, prec, p, tiling=choice.tiling)
+    peak = p.mac_array.rows * p.mac_array.cols * getattr(p.mac_array.throughput, prec)
+    assert cost.total_cycles >= g.macs / peak
+    assert cost.total_cycles >= cost.compulsory_dram_bytes / bytes_per_cycle(p)
+    assert cost.dram_bytes >= cost.compulsory_dram_bytes
+
+
+@settings(max_examples=100, deadline=None)
+@given(gemms, st.floats(0.5, 32), st.floats(1.01, 4.0), st.sampled_from([32, 128, 512]))
+def test_more_bandwidth_or_sram_never_slows_a_kernel(g, bw, factor, sram_kb):
+    work = _work(g)
+
+    def cycles(p):
+        return npu_kernel_cost(work, "int8", p, tiling=auto_tiling(work, "int8", p).tiling
+                               ).total_cycles
+
+    assert cycles(_profile(bw=bw * factor, sram_kb=sram_kb)) <= cycles(
+        _profile(bw=bw, sram_kb=sram_kb))
+    assert cycles(_profile(bw=bw, sram_kb=sram_kb * 2)) <= cycles(
+        _profile(bw=bw, sram_kb=sram_kb))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 64), st.integers(1, 8),
+       st.sampled_from(["ws", "os", "is"]), st.sampled_from([8, 16, 32]))
+def test_bigger_array_never_slower_when_the_layer_fills_it(fr, fc, tf, df, base):
+    """A bigger systolic array has longer fill/drain paths, so it *can* be slower on a
+    small layer (SCALE-Sim shows the same). It is never slower when the layer fills the
+    bigger array and streams for at least its fill time."""
+    big = 2 * base
+    sr, sc, t = fr * big, fc * big, tf * 4 * big
+    g = {"ws": GemmShape(t, sr, sc), "os": GemmShape(sr, t, sc), "is": GemmShape(sc, sr, t)}[df]
+    assert compute_cycles(g, big, big, df).cycles <= compute_cycles(g, base, base, df).cycles
+
+
+def test_a_bigger_array_can_lose_on_a_tiny_layer():
+    g = GemmShape(1, 32, 32)  # one token through a 32x32 weight
+    assert compute_cycles(g, 64, 64, "ws").cycles > compute_cycles(g, 32, 32, "ws").cycles
+
+
+def test_sram_budget_is_respected_and_overflow_is_reported():
+    work = _work(GemmShape(3136, 576, 128))
+    choice = auto_tiling(work, "int8", RK, sram_bytes=64 * 1024)
+    assert choice.fits and choice.footprint <= 64 * 1024
+    tiny = auto_tiling(work, "int8", RK, sram_bytes=100)
+    assert not tiny.fits

@@ -1,0 +1,55 @@
+"""The shipped hardware profiles: valid, sourced, different where it matters, documented."""
+
+from __future__ import annotations
+
+import pytest
+
+from hardware.profile import PRECISIONS
+from pipeline.supported_ops import DOCS, profiles, render
+from tests.conftest import CONF
+
+PROFILES = {p.name: p for p in profiles()}
+
+
+def test_every_profile_file_is_named_after_its_profile():
+    assert {p.stem for p in (CONF / "hardware").glob("*.yaml")} == set(PROFILES)
+
+
+def test_at_least_five_sourced_profiles():
+    assert len(PROFILES) >= 5
+    for p in PROFILES.values():
+        assert len(p.based_on) > 80, f"{p.name}: based_on must cite its public source"
+
+
+def test_profiles_differ_in_what_they_support():
+    lacks = {name for name, p in PROFILES.items()
+             if "Gelu" not in p.ops or "HardSwish" not in p.ops}
+    assert lacks and lacks != set(PROFILES)
+    no_resize = {n for n, p in PROFILES.items() if "Resize" not in p.ops}
+    no_depthwise = {n for n, p in PROFILES.items() if not p.ops["Conv"].get("depthwise")}
+    assert no_resize | no_depthwise
+    no_fp16 = {n for n, p in PROFILES.items() if p.mac_array.throughput.fp16 == 0}
+    assert no_fp16 and no_fp16 != set(PROFILES)
+
+
+def test_tpu_v1_peak_is_the_papers_92_tops():
+    p = PROFILES["tpu_v1"]
+    tops = p.peak_macs_per_cycle["int8"] * 2 * p.frequency_mhz * 1e6 / 1e12
+    assert tops == pytest.approx(92, rel=0.01)
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_committed_supported_ops_table_is_fresh(name):
+    committed = (DOCS / f"{name}.md").read_text()
+    assert committed == render(PROFILES[name]), (
+        f"docs/supported_ops/{name}.md is stale: run python -m pipeline.supported_ops")
+
+
+def test_table_shows_the_limits_of_the_profile():
+    text = render(PROFILES["ethos_u55_256"])
+    assert "| Conv | conv | Kernel height and width must be at most 64; " \
+           "Stride must be at most 3" in text
+    assert "Gelu" in text.split("placed on the CPU")[1]
+    assert "MAC-array precisions: " + ", ".join(
+        p for p in PRECISIONS if getattr(PROFILES["ethos_u55_256"].mac_array.throughput, p))\
+        in text
