@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ops.work import GemmShape
 
@@ -71,11 +72,12 @@ def trip_counts(gemm: GemmShape, tiling: Tiling) -> dict[str, int]:
             "k": math.ceil(gemm.k / t.tk)}
 
 
-def refetch_factor(order: str, operand: str, trips: dict[str, int]) -> int:
-    """How many times an operand is streamed from DRAM under this loop order."""
+def refetch_factor(order: str, operand: str, trips: dict[str, Any]) -> Any:
+    """How many times an operand is streamed from DRAM under this loop order. Trip counts
+    may be ints or numpy arrays (the tiler evaluates a whole grid of tilings at once)."""
     indexes = _INDEXES[operand]
     innermost = max(order.index(d) for d in indexes)
-    factor = 1
+    factor: Any = 1
     for position, loop in enumerate(order):
         if loop not in indexes and position < innermost:
             factor *= trips[loop]

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hardware.memory import ORDERS, OperandBytes, Tiling
-
-_INDEX = {"a": "mk", "b": "kn", "c": "mn"}
+from hardware.memory import ORDERS, OperandBytes, Tiling, refetch_factor
 
 
 @dataclass(frozen=True)
@@ -39,16 +37,6 @@ def candidates(dim: int, minimum: int = 8) -> np.ndarray:
     return np.array(sorted(values), dtype=np.int64)
 
 
-def _factor(order: str, operand: str, trips: dict[str, np.ndarray]) -> np.ndarray:
-    indexes = _INDEX[operand]
-    innermost = max(order.index(d) for d in indexes)
-    factor = np.ones_like(trips["m"])
-    for pos, loop in enumerate(order):
-        if loop not in indexes and pos < innermost:
-            factor = factor * trips[loop]
-    return factor
-
-
 def search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, w_w: int,
            acc_w: int, sram_bytes: int, double_buffering: bool, bytes_per_cycle: float,
            latency_cycles: float, compute_cycles: int, objective: str = "cycles",
@@ -61,7 +49,7 @@ def search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, 
                                                                       else 1)
     best: tuple | None = None
     for oi, order in enumerate(orders):
-        fa, fb, fc = (_factor(order, x, trips) for x in "abc")
+        fa, fb, fc = (refetch_factor(order, x, trips) for x in "abc")
         traffic = sizes.a * fa + sizes.b * fb + sizes.c + (fc - 1) * 2 * sizes.c_elems * acc_w
         bursts = (trips["m"] * trips["k"] * fa + trips["k"] * trips["n"] * fb
                   + trips["m"] * trips["n"] * (2 * fc - 1)) * groups

@@ -67,6 +67,14 @@ def run_checks(
     return [c.check(node, graph, limits) for c in checks if c.applies(limits)]
 
 
+def int_pair(values: Any, default: int = 1) -> tuple[int, int]:
+    """An ONNX (h, w) attribute as a pair; missing -> (default, default)."""
+    if not values:
+        return default, default
+    values = list(values)
+    return (int(values[0]), int(values[-1]))
+
+
 # -- rules shared by every op family ---------------------------------------------------
 
 
@@ -95,9 +103,8 @@ def check_max_elements(node: Node, graph: Graph, limits: Mapping[str, Any]) -> t
 COMMON = (check_static_shape, check_rank, check_max_elements)
 
 
-def int_pair(values: Any, default: int = 1) -> tuple[int, int]:
-    """An ONNX (h, w) attribute as a pair; missing -> (default, default)."""
-    if not values:
-        return default, default
-    values = list(values)
-    return (int(values[0]), int(values[-1]))
+@constraint("stride_max")
+def check_stride(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Stride must be at most {stride_max} in both dimensions"""
+    sh, sw = int_pair(node.attrs.get("strides"))
+    return max(sh, sw) <= limits["stride_max"], f"stride {sh}x{sw}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ops.constraints import COMMON, constraint, int_pair
+from ops.constraints import COMMON, check_stride, constraint, int_pair
 from ops.graph import Graph, Node
 from ops.work import ARRAY, GemmShape, Work
 
@@ -77,13 +77,6 @@ def check_kernel_size(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tu
     """Kernel height and width must be at most {kernel_max}"""
     kh, kw = int_pair(graph.tensors[node.inputs[1]].shape[2:])
     return max(kh, kw) <= limits["kernel_max"], f"kernel {kh}x{kw}"
-
-
-@constraint("stride_max")
-def check_stride(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
-    """Stride must be at most {stride_max} in both dimensions"""
-    sh, sw = int_pair(node.attrs.get("strides"))
-    return max(sh, sw) <= limits["stride_max"], f"stride {sh}x{sw}"
 
 
 @constraint("dilation_max")

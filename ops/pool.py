@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ops.constraints import COMMON, constraint, int_pair
+from ops.constraints import COMMON, check_stride, constraint, int_pair
 from ops.graph import Graph, Node
 from ops.work import VECTOR, Work
 
@@ -33,11 +33,4 @@ def check_pool_kernel(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tu
     return max(kh, kw) <= limits["kernel_max"], f"window {kh}x{kw}"
 
 
-@constraint("stride_max")
-def check_pool_stride(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
-    """Pooling stride must be at most {stride_max}"""
-    sh, sw = int_pair(node.attrs.get("strides"))
-    return max(sh, sw) <= limits["stride_max"], f"stride {sh}x{sw}"
-
-
-POOL_CHECKS = (*COMMON, check_pool_kernel, check_pool_stride)
+POOL_CHECKS = (*COMMON, check_pool_kernel, check_stride)
