@@ -27,7 +27,7 @@ from hardware.profile import HardwareProfile
 from hardware.systolic import compute_cycles, sram_accesses
 from hardware.tiling import TilingChoice, search
 from hardware.vector import copy_cycles, vector_cycles
-from ops.work import ARRAY, FREE, MEMORY, GemmShape, Work
+from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, Work
 
 # bytes per element of (activations, weights, accumulator) for a kernel precision;
 # int16 means A16W8 (16-bit activations, 8-bit weights), as NPUs that offer it run it.
@@ -127,7 +127,8 @@ def _streaming_cost(work: Work, precision: str, profile: HardwareProfile, a_in_d
     dispatch = 0 if work.unit == FREE else profile.dispatch_cycles
     body = overlap(compute, memory, profile.dma.double_buffering, memory // max(bursts, 1))
     return KernelCost(
-        unit=work.unit, precision=precision, macs=work.macs, compute_cycles=compute,
+        unit=VECTOR if work.unit == ARRAY else work.unit, precision=precision,
+        macs=work.macs, compute_cycles=compute,
         memory_cycles=memory, overhead_cycles=dispatch, total_cycles=body + dispatch,
         dram_bytes=dram, compulsory_dram_bytes=dram, sram_bytes=sram,
         energy_pj=energy_model.dynamic_energy_pj(work.macs, precision, sram, dram,

@@ -77,17 +77,29 @@ class OptimizeConfig:
 @dataclass
 class TilingConfig:
     mode: str = "auto"  # auto | fixed
-    tile_m: int | None = None
+    tile_m: int | None = None  # fixed mode: tile sizes (None = the whole dimension)
     tile_n: int | None = None
     tile_k: int | None = None
-    objective: str = "cycles"  # cycles | energy | edp
+    order: str = "mnk"  # fixed mode: tile loop order, outer to inner
+    objective: str = "cycles"  # auto mode: cycles | energy | edp
+    overrides: dict[str, Any] = field(default_factory=dict)  # kernel name -> {tile_m: ..}
+
+
+@dataclass
+class MemoryConfig:
+    sram_fraction: float = 0.5  # share of SRAM for resident activations; the rest for tiles
+    weights: str = "auto"  # auto | resident | streamed
 
 
 @dataclass
 class CompileConfig:
-    fusion: bool = True
+    fusion: bool = True  # master switch
+    fusion_patterns: dict[str, bool] = field(default_factory=lambda: {
+        "epilogue": True, "residual": True, "gelu": True, "silu": True, "elementwise": True,
+        "pool": False})
     placement: str = "greedy"  # greedy | optimal
     tiling: TilingConfig = field(default_factory=TilingConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
 
 
 @dataclass

@@ -1,0 +1,183 @@
+"""Fusion: group graph nodes into kernels (one launch each).
+
+Why fuse: a fused epilogue keeps intermediates in SRAM (no DRAM round trip) and saves a
+dispatch per op (DOMAIN.md section 4). Patterns, each switchable in ``compile.fusion``:
+
+- ``epilogue``: Conv / ConvTranspose / Gemm / MatMul followed by BatchNormalization, a
+  constant bias or scale (Add/Mul/Sub/Div with a constant), and one activation;
+- ``residual``: one Add of another activation after the anchor (ResNet shortcut);
+- ``gelu`` / ``silu``: the exporter subgraphs ``0.5*x*(1+erf(x/sqrt2))`` and
+  ``x*sigmoid(x)`` become one activation, checked against ``Gelu`` / ``Silu`` support;
+- ``elementwise``: chains of single-consumer elementwise / activation ops;
+- ``pool``: a MaxPool directly after an anchor's epilogue.
+
+A node joins a kernel only if its input comes from the kernel and that input has no other
+consumer (an intermediate needed elsewhere must be written out). Every kernel keeps its
+member nodes, so placement can split it back into single-node kernels when the NPU cannot
+run the fused form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ops.graph import Graph, Node
+
+ANCHORS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+ACTIVATIONS = frozenset({"Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh",
+                         "HardSigmoid", "HardSwish", "Gelu", "Elu", "Selu", "Softplus"})
+ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu", "Sigmoid",
+                         "Tanh", "HardSigmoid", "HardSwish", "Erf", "Gelu", "Neg", "Abs",
+                         "Sqrt", "Exp", "Max", "Min", "Pow"})
+PATTERNS = ("epilogue", "residual", "gelu", "silu", "elementwise", "pool")
+
+
+@dataclass
+class Kernel:
+    name: str
+    nodes: list[Node]
+    pattern: str  # single | epilogue | elementwise | gelu | silu
+    composite: str | None = None  # the op the fused pattern is checked as (Gelu, Silu)
+    folded: set[str] = field(default_factory=set)  # BN / const bias nodes folded into weights
+    inputs: list[str] = field(default_factory=list)  # activation tensors read from outside
+    outputs: list[str] = field(default_factory=list)  # tensors used outside the kernel
+
+    @property
+    def anchor(self) -> Node:
+        return self.nodes[0]
+
+    @property
+    def op_types(self) -> list[str]:
+        return [n.op_type for n in self.nodes]
+
+
+def _const_operand(node: Node, graph: Graph, inside: str) -> bool:
+    others = [i for i in node.inputs if i and i != inside]
+    return bool(others) and all(graph.tensors[i].is_const for i in others)
+
+
+def _match_gelu(node: Node, graph: Graph, cons: Mapping[str, list[Node]]
+                ) -> list[Node] | None:
+    """Div(x, sqrt2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), in either Mul order."""
+    if node.op_type != "Div" or not _const_operand(node, graph, node.inputs[0]):
+        return None
+    x = node.inputs[0]
+    chain = [node]
+    for op in ("Erf", "Add", "Mul", "Mul"):
+        users = cons.get(chain[-1].outputs[0], [])
+        if len(users) != 1 or users[0].op_type != op:
+            return None
+        chain.append(users[0])
+    first_mul = chain[3]
+    if x not in first_mul.inputs and x not in chain[4].inputs:
+        return None
+    return chain
+
+
+def _match_silu(node: Node, cons: Mapping[str, list[Node]]) -> list[Node] | None:
+    """Sigmoid(x) -> Mul(x, .) where x feeds both."""
+    if node.op_type != "Sigmoid":
+        return None
+    users = cons.get(node.outputs[0], [])
+    if len(users) == 1 and users[0].op_type == "Mul" and node.inputs[0] in users[0].inputs:
+        return [node, users[0]]
+    return None
+
+
+def _sole_user(tensor: str, cons: Mapping[str, list[Node]], graph: Graph) -> Node | None:
+    users = cons.get(tensor, [])
+    if len(users) != 1 or tensor in graph.outputs:
+        return None
+    return users[0]
+
+
+def _finish(kernel: Kernel, graph: Graph, cons: Mapping[str, list[Node]]) -> Kernel:
+    produced = {o for n in kernel.nodes for o in n.outputs}
+    member = {n.name for n in kernel.nodes}
+    kernel.inputs = list(dict.fromkeys(
+        i for n in kernel.nodes for i in n.inputs
+        if i and i not in produced and not graph.tensors[i].is_const))
+    kernel.outputs = [o for o in produced
+                      if o in graph.outputs or any(u.name not in member
+                                                   for u in cons.get(o, []))]
+    return kernel
+
+
+def fuse(graph: Graph, enabled: Mapping[str, bool]) -> list[Kernel]:
+    """Kernels in topological order; ``enabled`` maps pattern name -> on/off."""
+    cons = graph.consumers()
+    taken: set[str] = set()
+    kernels: list[Kernel] = []
+
+    def grab(nodes: list[Node], pattern: str, composite: str | None = None) -> None:
+        taken.update(n.name for n in nodes)
+        kernels.append(_finish(Kernel(nodes[0].name, nodes, pattern, composite), graph, cons))
+
+    for node in graph.nodes:
+        if node.name in taken:
+            continue
+        if enabled.get("gelu") and (chain := _match_gelu(node, graph, cons)):
+            grab(chain, "gelu", "Gelu")
+            continue
+        if enabled.get("silu") and (chain := _match_silu(node, cons)):
+            grab(chain, "silu", "Silu")
+            continue
+        if node.op_type in ANCHORS and enabled.get("epilogue"):
+            chain, folded = _epilogue(node, graph, cons, enabled, taken)
+            grab(chain, "epilogue")
+            kernels[-1].folded = folded
+            continue
+        if node.op_type in ELEMENTWISE and enabled.get("elementwise"):
+            chain = [node]
+            while (user := _sole_user(chain[-1].outputs[0], cons, graph)) is not None \
+                    and user.op_type in ELEMENTWISE and user.name not in taken \
+                    and not _match_gelu(user, graph, cons):
+                chain.append(user)
+            grab(chain, "elementwise" if len(chain) > 1 else "single")
+            continue
+        grab([node], "single")
+    return kernels
+
+
+def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
+              enabled: Mapping[str, bool], taken: set[str]) -> tuple[list[Node], set[str]]:
+    """The anchor's epilogue, and the names of nodes folded into its weights and bias."""
+    chain = [anchor]
+    folded: set[str] = set()
+    residual = activation = False
+    while True:
+        inside = chain[-1].outputs[0]
+        users = [] if inside in graph.outputs else cons.get(inside, [])
+        if enabled.get("silu") and not activation and len(users) == 2:
+            sigmoid = next((u for u in users if u.op_type == "Sigmoid"), None)
+            silu = _match_silu(sigmoid, cons) if sigmoid else None
+            if silu and silu[1] in users and not any(n.name in taken for n in silu):
+                chain.extend(silu)
+                activation = True
+                continue
+        if len(users) != 1 or users[0].name in taken:
+            break
+        user, op = users[0], users[0].op_type
+        if (op == "BatchNormalization" or (op in ("Add", "Sub", "Mul", "Div")
+                and _const_operand(user, graph, inside))) and not activation and not residual:
+            chain.append(user)
+            folded.add(user.name)
+        elif op == "Add" and enabled.get("residual") and not residual:
+            chain.append(user)
+            residual = True
+        elif op in ACTIVATIONS and not activation:
+            chain.append(user)
+            activation = True
+        elif op == "MaxPool" and enabled.get("pool"):
+            chain.append(user)
+            break
+        else:
+            break
+    return chain, folded
+
+
+def split(kernel: Kernel, graph: Graph) -> list[Kernel]:
+    """The kernel's nodes as single-node kernels (fallback when the fused form fails)."""
+    cons = graph.consumers()
+    return [_finish(Kernel(n.name, [n], "single"), graph, cons) for n in kernel.nodes]

@@ -1,0 +1,76 @@
+"""A kernel's work and precision, and its channel-aligned form on the NPU.
+
+A fused kernel's arithmetic is its anchor's; epilogue ops (bias, BN, activation, residual
+add) run in the array's output pipeline at the rate outputs leave it, so they add no
+compute cycles, and their intermediates never leave the kernel, so they add no bytes.
+Only the kernel's external inputs and outputs are read and written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from ops.activation import OPS_PER_ELEMENT
+from ops.graph import Graph
+from ops.quant import node_precision
+from ops.registry import work_of
+from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, Work
+from pipeline.compiler.fusion import Kernel
+
+SCHEME_PRECISION = {"int8": "int8", "fp16": "fp16", "none": "fp32"}
+
+
+def kernel_precision(kernel: Kernel, graph: Graph, float_precision: str) -> str:
+    """Integer precision from the (Q/DQ-folded) graph, else the quant scheme's."""
+    found = node_precision(kernel.anchor, graph)
+    return float_precision if found == "fp32" else found
+
+
+def kernel_work(kernel: Kernel, graph: Graph) -> Work:
+    works = [work_of(n, graph) for n in kernel.nodes]
+    consts = sum(w.weight_elems for w in works)
+    ins = sum(graph.tensors[t].size for t in kernel.inputs)
+    outs = sum(graph.tensors[t].size for t in kernel.outputs)
+    anchor = works[0]
+    if anchor.unit == ARRAY:
+        return Work(ARRAY, macs=anchor.macs, input_elems=ins, weight_elems=consts,
+                    output_elems=outs, gemm=anchor.gemm)
+    if kernel.composite:
+        ops = OPS_PER_ELEMENT.get(kernel.composite, 4) * outs
+        return Work(VECTOR, vector_ops=ops, input_elems=ins, weight_elems=consts,
+                    output_elems=outs)
+    units = {w.unit for w in works}
+    unit = VECTOR if VECTOR in units else MEMORY if MEMORY in units else FREE
+    return Work(unit, vector_ops=sum(w.vector_ops for w in works), input_elems=ins,
+                weight_elems=consts, output_elems=outs)
+
+
+def _up(value: int, multiple: int) -> int:
+    return math.ceil(value / multiple) * multiple
+
+
+def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int) -> Work:
+    """Pad channels to the NPU's multiple: the GEMM (so compute cycles) and the bytes grow;
+    ``macs`` stays the useful count, so utilization shows the waste."""
+    if alignment <= 1 or work.gemm is None:
+        return work
+    g = work.gemm
+    if kernel.anchor.op_type == "Conv":
+        cin = graph.tensors[kernel.anchor.inputs[0]].shape[1]
+        area = g.k // max(cin // g.groups, 1)
+        if g.groups == 1:
+            gemm = GemmShape(g.m, _up(cin, alignment) * area, _up(g.n, alignment))
+            in_scale, out_scale = _up(cin, alignment) / cin, gemm.n / g.n
+        else:  # depthwise / grouped: pad the number of groups (channels)
+            gemm = GemmShape(g.m, g.k, g.n, _up(g.groups, alignment))
+            in_scale = out_scale = gemm.groups / g.groups
+    else:
+        gemm = GemmShape(g.m, _up(g.k, alignment), _up(g.n, alignment), g.groups)
+        in_scale, out_scale = gemm.k / g.k, gemm.n / g.n
+    return replace(
+        work, gemm=gemm,
+        input_elems=math.ceil(work.input_elems * in_scale),
+        output_elems=math.ceil(work.output_elems * out_scale),
+        weight_elems=math.ceil(work.weight_elems * gemm.macs / max(g.macs, 1)),
+    )

@@ -1,0 +1,210 @@
+"""Placement: each kernel on the NPU or the fallback CPU, with the checks that decided it.
+
+``greedy`` puts every kernel the NPU supports on the NPU. That can lose: a short NPU island
+between CPU ops pays two transfers, two syncs and two layout conversions (the seeds
+measured a 15% end-to-end gain from moving such an island to the CPU). ``optimal`` solves
+the two-target assignment exactly as an s-t minimum cut (Stone, "Multiprocessor scheduling
+with the aid of network flow algorithms", IEEE TSE 1977): cutting source->k costs k's CPU
+time, k->sink its NPU time (infinite if unsupported), and each tensor edge between kernels
+costs its transfer when its ends land on different sides. This is exact for a sequential
+schedule with direction-independent transfer costs; a tensor read by several kernels on the
+other side is charged per consumer (slightly pessimistic). networkx computes the cut.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from hardware.cost import auto_tiling, host_kernel_cost, npu_kernel_cost
+from hardware.host import layout_conversion_seconds, link_seconds
+from hardware.profile import PRECISIONS, HardwareProfile
+from ops.constraints import CheckResult
+from ops.graph import Graph, Node
+from ops.support import check_node
+from ops.work import ARRAY, Work
+from pipeline.compiler.fusion import Kernel, split
+from pipeline.compiler.kernel_work import aligned, kernel_precision, kernel_work
+
+NPU, CPU = "npu", "cpu"
+_INFEASIBLE = 1e18
+
+
+@dataclass
+class Decision:
+    kernel: Kernel
+    target: str
+    precision: str
+    work: Work
+    checks: list[tuple[str, CheckResult]] = field(default_factory=list)  # (node, result)
+    npu_cycles: float = math.inf  # placement-time estimates (inputs and outputs in DRAM)
+    cpu_cycles: float = 0.0
+    fused_form_failed: bool = False
+    fused_checks: list[tuple[str, CheckResult]] = field(default_factory=list)  # why it split
+    fused_ops: str = ""  # the fused form that failed, e.g. "Gelu (div_1+erf_1+...)"
+    moved_by_optimizer: bool = False
+
+    @property
+    def npu_ok(self) -> bool:
+        return all(r.passed for _, r in self.checks)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{node}: {r.text} ({r.detail})" for node, r in self.checks if not r.passed]
+
+
+def npu_precisions(profile: HardwareProfile) -> list[str]:
+    return [p for p in PRECISIONS if getattr(profile.mac_array.throughput, p) > 0]
+
+
+def _precision_check(precision: str, profile: HardwareProfile) -> CheckResult:
+    ok = npu_precisions(profile)
+    return CheckResult("precision", f"Precision must be one the NPU runs ({', '.join(ok)})",
+                       precision in ok, f"dtype {precision}")
+
+
+def check_kernel(kernel: Kernel, graph: Graph, profile: HardwareProfile, precision: str
+                 ) -> list[tuple[str, CheckResult]]:
+    results: list[tuple[str, CheckResult]] = []
+    if kernel.composite:
+        last = kernel.nodes[-1]
+        node = Node(kernel.name, kernel.composite, kernel.inputs[:1], last.outputs[:1], {})
+        results += [(kernel.name, r) for r in check_node(node, graph, profile.ops)[1]]
+    else:
+        for node in kernel.nodes:
+            if node.name in kernel.folded:
+                continue  # folded into the anchor's weights and bias: nothing to run
+            results += [(node.name, r) for r in check_node(node, graph, profile.ops)[1]]
+    results.append((kernel.name, _precision_check(precision, profile)))
+    return results
+
+
+def _estimate(d: Decision, profile: HardwareProfile) -> None:
+    d.cpu_cycles = host_kernel_cost(d.work, profile, "fp32" if d.precision == "fp32"
+                                    else d.precision).total_cycles
+    if not d.npu_ok:
+        return
+    tiling = auto_tiling(d.work, d.precision, profile).tiling if d.work.unit == ARRAY \
+        else None
+    on_vector = d.work.gemm is not None and d.work.gemm.groups > 1 and \
+        profile.mac_array.depthwise == "vector" and d.kernel.anchor.op_type == "Conv"
+    d.npu_cycles = npu_kernel_cost(d.work, d.precision, profile, tiling,
+                                   on_vector=on_vector).total_cycles
+
+
+def decide(kernels: list[Kernel], graph: Graph, profile: HardwareProfile,
+           float_precision: str) -> list[Decision]:
+    """Greedy decisions; a fused kernel the NPU cannot run is split into its nodes."""
+    decisions: list[Decision] = []
+    for kernel in kernels:
+        precision = kernel_precision(kernel, graph, float_precision)
+        checks = check_kernel(kernel, graph, profile, precision)
+        if not all(r.passed for _, r in checks) and len(kernel.nodes) > 1:
+            failed = [(n, r) for n, r in checks if not r.passed]
+            form = f"{kernel.composite or '+'.join(kernel.op_types)} " \
+                f"({'+'.join(n.name for n in kernel.nodes)})"
+            for part in split(kernel, graph):
+                d = _decision(part, graph, profile, float_precision, True)
+                d.fused_checks, d.fused_ops = failed, form
+                decisions.append(d)
+            continue
+        decisions.append(_decision(kernel, graph, profile, float_precision, False, checks))
+    return decisions
+
+
+def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_precision: str,
+              from_split: bool, checks: list | None = None) -> Decision:
+    precision = kernel_precision(kernel, graph, float_precision)
+    checks = checks if checks is not None else check_kernel(kernel, graph, profile, precision)
+    work = aligned(kernel_work(kernel, graph), kernel, graph, profile.channel_alignment)
+    d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split)
+    d.target = NPU if d.npu_ok else CPU
+    _estimate(d, profile)
+    return d
+
+
+def transfer_cycles(nbytes: int, profile: HardwareProfile, rank: int = 4) -> float:
+    """One NPU <-> CPU hand-over: link transfer + sync, plus a layout conversion when the
+    two sides keep different layouts. Feature maps of rank >= 3 are converted: the NPU keeps
+    every activation in its native channels-last (blocked) layout, as RKNN and Vela do."""
+    seconds = link_seconds(nbytes, profile.link)
+    if profile.layout != profile.host.layout and rank >= 3:
+        seconds += layout_conversion_seconds(nbytes, profile.host.bandwidth_gbps)
+    return seconds * profile.frequency_mhz * 1e6
+
+
+def _rank(name: str, graph: Graph) -> int:
+    return len(graph.tensors[name].shape or ())
+
+
+def tensor_bytes(name: str, graph: Graph, precision: str) -> int:
+    width = {"int8": 1, "int16": 2, "fp16": 2}.get(precision, 4)
+    return graph.tensors[name].size * width
+
+
+def _edges(decisions: list[Decision], graph: Graph):
+    """(producer index or None for a graph input, consumer index or None, tensor)."""
+    producer = {t: i for i, d in enumerate(decisions) for t in d.kernel.outputs}
+    for j, d in enumerate(decisions):
+        for t in d.kernel.inputs:
+            yield producer.get(t), j, t
+    for t in graph.outputs:
+        if t in producer:
+            yield producer[t], None, t
+
+
+def total_cycles(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
+                 targets: list[str]) -> float:
+    """Sequential latency estimate of an assignment: kernels plus boundary transfers."""
+    total = sum(d.npu_cycles if t == NPU else d.cpu_cycles
+                for d, t in zip(decisions, targets, strict=True))
+    for u, v, t in _edges(decisions, graph):
+        side_u = CPU if u is None else targets[u]
+        side_v = CPU if v is None else targets[v]
+        if side_u != side_v:
+            prec = decisions[u if u is not None else v].precision
+            total += transfer_cycles(tensor_bytes(t, graph, prec), profile, _rank(t, graph))
+    return total
+
+
+def optimal_targets(decisions: list[Decision], graph: Graph, profile: HardwareProfile
+                    ) -> list[str]:
+    g = nx.DiGraph()
+    for i, d in enumerate(decisions):
+        g.add_edge("npu", i, capacity=float(d.cpu_cycles))
+        g.add_edge(i, "cpu", capacity=float(d.npu_cycles) if d.npu_ok else _INFEASIBLE)
+    for u, v, t in _edges(decisions, graph):
+        d = decisions[u if u is not None else v]
+        cost = transfer_cycles(tensor_bytes(t, graph, d.precision), profile, _rank(t, graph))
+        if u is None or v is None:  # graph input/output lives on the host
+            end = v if u is None else u
+            g[end]["cpu"]["capacity"] += cost
+            continue
+        for a, b in ((u, v), (v, u)):
+            if g.has_edge(a, b):
+                g[a][b]["capacity"] += cost
+            else:
+                g.add_edge(a, b, capacity=cost)
+    _, (npu_side, _) = nx.minimum_cut(g, "npu", "cpu")
+    return [NPU if i in npu_side else CPU for i in range(len(decisions))]
+
+
+def place(decisions: list[Decision], graph: Graph, profile: HardwareProfile, mode: str
+          ) -> dict[str, float]:
+    """Apply ``greedy`` or ``optimal`` in place; returns both estimates for the report."""
+    greedy = [d.target for d in decisions]
+    greedy_cycles = total_cycles(decisions, graph, profile, greedy)
+    result = {"greedy_cycles": greedy_cycles, "optimal_cycles": greedy_cycles, "moved": 0}
+    if mode == "greedy":
+        return result
+    best = optimal_targets(decisions, graph, profile)
+    best_cycles = total_cycles(decisions, graph, profile, best)
+    if best_cycles < greedy_cycles:
+        for d, target in zip(decisions, best, strict=True):
+            if d.target != target:
+                d.target, d.moved_by_optimizer = target, True
+        result.update(optimal_cycles=best_cycles,
+                      moved=sum(d.moved_by_optimizer for d in decisions))
+    return result

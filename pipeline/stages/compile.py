@@ -1,0 +1,53 @@
+"""Compile: (quantized) ONNX + hardware profile -> execution plan, compile log, memory map."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import onnx
+from omegaconf import DictConfig
+
+from hardware.profile import profile_from_config
+from ops.graph import from_onnx
+from pipeline.artifacts import write_json, write_text
+from pipeline.compiler.driver import compile_graph
+from pipeline.compiler.report import compile_log, fallback_summary, print_summary
+from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
+
+log = logging.getLogger(__name__)
+
+
+class CompileStage(Stage):
+    name = "compile"
+    version = "1"
+    config_keys = ("compile", "hardware", "quant")
+
+    def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
+        profile = profile_from_config(cfg.hardware)
+        graph = from_onnx(onnx.load(latest_model(inputs)))
+        plan = compile_graph(graph, profile, cfg.compile, cfg.quant.scheme)
+        write_json(out_dir / "plan.json", plan)
+        write_json(out_dir / "memory.json", {"memory": plan["memory"],
+                                             "buffers": plan["buffers"]})
+        write_text(out_dir / "compile.log", compile_log(plan))
+        print_summary(plan)
+        kernels = plan["kernels"]
+        npu = [k for k in kernels if k["target"] == "npu"]
+        fallback = fallback_summary(plan)
+        log.info("compiled %d kernels: %d on NPU, %d on CPU (compile/plan.json, "
+                 "compile/compile.log)", len(kernels), len(npu), len(kernels) - len(npu))
+        return StageResult({
+            "kernels": len(kernels),
+            "npu_ops": sum(len(k["ops"]) for k in npu),
+            "cpu_ops": sum(len(k["ops"]) for k in kernels if k["target"] == "cpu"),
+            "fallback_ops": [op for k in kernels if k["target"] == "cpu" for op in k["ops"]],
+            "fallback_kernels": fallback["cpu_kernels"],
+            "peak_sram_bytes": plan["memory"]["sram_arena_peak_bytes"],
+            "layout_conversions": sum(1 for t in plan["transfers"] if t["layout_conversion"]),
+            "placement_greedy_cycles": round(plan["placement"]["greedy_cycles"]),
+            "placement_optimal_cycles": round(plan["placement"]["optimal_cycles"]),
+            "placement_moved_kernels": plan["placement"]["moved"],
+            "compile_estimated_cycles": sum(k["cost"]["total_cycles"] for k in kernels)
+            + sum(t["cycles"] for t in plan["transfers"]),
+        })
