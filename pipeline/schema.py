@@ -104,8 +104,10 @@ class CompileConfig:
 
 @dataclass
 class SimulateConfig:
-    frames: int = 1
-    pipeline_depth: int = 1
+    frames: int = 1  # frames in the throughput run
+    pipeline_depth: int = 1  # frames in flight between the CPU producer and the NPU
+    preprocess_ms: float = 0.0  # per-frame host work before inference (decode, resize, ...)
+    postprocess_ms: float = 0.0  # per-frame host work after it (NMS, argmax, ...)
 
 
 @dataclass

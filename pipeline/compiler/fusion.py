@@ -137,7 +137,35 @@ def fuse(graph: Graph, enabled: Mapping[str, bool]) -> list[Kernel]:
             grab(chain, "elementwise" if len(chain) > 1 else "single")
             continue
         grab([node], "single")
-    return kernels
+    return toposort(kernels)
+
+
+def toposort(kernels: list[Kernel]) -> list[Kernel]:
+    """Dependency order, earliest anchor first among the ready (Kahn's algorithm). Needed
+    because a fused epilogue can read a tensor (a residual shortcut) that a node later in
+    the ONNX order produces."""
+    import heapq
+
+    producer = {t: i for i, k in enumerate(kernels) for t in k.outputs}
+    deps = [{producer[t] for t in k.inputs if t in producer} for k in kernels]
+    users: dict[int, list[int]] = {}
+    for i, ds in enumerate(deps):
+        for d in ds:
+            users.setdefault(d, []).append(i)
+    waiting = [len(ds) for ds in deps]
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(kernels[i])
+        for u in users.get(i, []):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(kernels):
+        raise ValueError("fusion produced a cycle between kernels")
+    return order
 
 
 def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],

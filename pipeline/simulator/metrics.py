@@ -1,0 +1,60 @@
+"""The run's headline numbers from a scheduled timeline and its plan.
+
+Definitions (stable names, documented in the README):
+- latency_ms: makespan of one inference (no pre/post-processing) at the NPU clock;
+- throughput_fps: frames / makespan of the multi-frame run with pre/post-processing;
+- mac_utilization: useful MACs / (latency cycles x PEs of all cores);
+- sram_hit_rate: 1 - DRAM bytes / on-chip operand bytes over NPU kernels (the share of
+  the array's operand traffic that no DRAM transfer had to bring in), in [0, 1];
+- dram_bytes: DRAM traffic of all kernels plus NPU <-> CPU transfers;
+- energy_mj: NPU dynamic energy (MACs, SRAM, DRAM) + NPU static power x latency; the host
+  CPU's own energy is not modelled (profiles carry no host power figures);
+- fallback_ms: time spent in CPU kernels, transfers and layout conversions;
+- cold_start_ms: the first inference, which also loads SRAM-resident weights from DRAM.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from hardware.energy import static_energy_pj
+from hardware.profile import HardwareProfile
+from hardware.timeline import Task
+
+CATEGORIES = ("preprocess", "layout_conversion", "transfer", "npu", "cpu_fallback",
+              "postprocess")
+
+
+def breakdown_ms(tasks: list[Task], frequency_mhz: float) -> dict[str, float]:
+    """Busy time per category (the seeds' stage breakdown), in ms."""
+    busy: dict[str, int] = defaultdict(int)
+    for t in tasks:
+        busy[t.category] += t.duration
+    return {c: busy.get(c, 0) / (frequency_mhz * 1e3) for c in CATEGORIES}
+
+
+def latency_metrics(plan: dict[str, Any], tasks: list[Task], makespan: int,
+                    profile: HardwareProfile) -> dict[str, Any]:
+    khz = profile.frequency_mhz * 1e3
+    npu = [k for k in plan["kernels"] if k["target"] == "npu"]
+    seconds = makespan / (khz * 1e3)
+    dynamic_pj = sum(k["cost"]["energy_pj"] for k in npu)
+    energy_mj = (dynamic_pj + static_energy_pj(seconds, profile.energy)) * 1e-9
+    pes = profile.mac_array.rows * profile.mac_array.cols * profile.cores
+    on_chip = sum(k["cost"]["sram_bytes"] for k in npu)
+    npu_dram = sum(k["cost"]["dram_bytes"] for k in npu)
+    parts = breakdown_ms(tasks, profile.frequency_mhz)
+    return {
+        "latency_ms": makespan / khz,
+        "cycles_total": makespan,
+        "mac_utilization": sum(k["macs"] for k in npu) / (makespan * pes) if makespan else 0.0,
+        "sram_hit_rate": max(0.0, 1.0 - npu_dram / on_chip) if on_chip else 0.0,
+        "dram_bytes": sum(k["cost"]["dram_bytes"] for k in plan["kernels"])
+        + sum(t["bytes"] for t in plan["transfers"]),
+        "energy_mj": energy_mj,
+        "avg_power_w": energy_mj * 1e-3 / seconds if seconds else 0.0,
+        "fallback_ms": parts["cpu_fallback"] + parts["transfer"] + parts["layout_conversion"],
+        "peak_sram_bytes": plan["memory"]["sram_arena_peak_bytes"],
+        "npu_busy_ms": parts["npu"],
+    }

@@ -1,0 +1,107 @@
+"""Simulate: plan + hardware profile -> timeline, metrics, per-kernel CSV, plots."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from hardware.profile import profile_from_config
+from hardware.timeline import Task, critical_path, schedule
+from pipeline.artifacts import write_json, write_text
+from pipeline.errors import UserError
+from pipeline.simulator import report
+from pipeline.simulator.metrics import breakdown_ms, latency_metrics
+from pipeline.simulator.replay import FrameCosts, build
+from pipeline.stages.base import Stage, StageInputs, StageResult
+
+log = logging.getLogger(__name__)
+
+
+def dma_lane(plan: dict, tasks: list[Task], double_buffering: bool) -> list[Task]:
+    """The DMA engine's busy time inside each NPU kernel, for the timeline: concurrent with
+    compute when double-buffered, ahead of it otherwise (the kernel's duration already
+    accounts for it, so these bars are shown, not scheduled)."""
+    by_name = {t.name: t for t in tasks}
+    out = []
+    for k in plan["kernels"]:
+        t, mem = by_name.get(k["name"]), k["cost"]["memory_cycles"]
+        if t is None or k["target"] != "npu" or not mem:
+            continue
+        start = t.start + (k["cost"]["overhead_cycles"] if double_buffering else 0)
+        out.append(Task(f"dma:{k['name']}", "npu.dma", mem, category="dma", start=start,
+                        end=start + mem))
+    return out
+
+
+class SimulateStage(Stage):
+    name = "simulate"
+    version = "1"
+    config_keys = ("simulate", "hardware")
+
+    def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
+        plan_path = inputs.get("compile", Path("-")) / "plan.json"
+        if not plan_path.is_file():
+            raise UserError("stages.order: simulate needs compile/plan.json (run compile first)")
+        plan = json.loads(plan_path.read_text())
+        profile = profile_from_config(cfg.hardware)
+        if plan["profile"] != profile.name:
+            raise UserError(f"hardware: plan was compiled for '{plan['profile']}', "
+                            f"not '{profile.name}'")
+        sim = cfg.simulate
+        hz = profile.frequency_mhz * 1e6
+        costs = FrameCosts(math.ceil(sim.preprocess_ms * 1e-3 * hz),
+                           math.ceil(sim.postprocess_ms * 1e-3 * hz))
+
+        single = build(plan, profile, 1, 1, FrameCosts(0, 0))
+        makespan = schedule(single)
+        metrics = latency_metrics(plan, single, makespan, profile)
+
+        frames = build(plan, profile, sim.frames, sim.pipeline_depth, costs)
+        span = schedule(frames)
+        metrics["throughput_fps"] = sim.frames / (span / hz) if span else 0.0
+        metrics["frames"] = sim.frames
+        parts = breakdown_ms(frames, profile.frequency_mhz)
+        parts = {k: v / sim.frames for k, v in parts.items()}  # per frame
+
+        critical = set(critical_path(single))
+        metrics["critical_path_kernels"] = sum(1 for i in critical
+                                               if single[i].category in ("npu", "cpu_fallback"))
+        metrics["cold_start_ms"] = metrics["latency_ms"] + (
+            plan["memory"]["weight_bytes"] / (profile.dram.bandwidth_gbps * 1e6)
+            if plan["memory"]["weights"] == "resident" else 0.0)
+        dma = dma_lane(plan, single, profile.dma.double_buffering)
+        rows = report.layer_rows(plan, single)
+        report.write_layers_csv(out_dir / "layers.csv", rows)
+        write_json(out_dir / "timeline.json", [
+            {"name": t.name, "resource": t.resource, "category": t.category,
+             "start": t.start, "end": t.end, "critical": i in critical}
+            for i, t in enumerate(single + dma)])
+        write_json(out_dir / "breakdown.json", parts)
+        write_text(out_dir / "breakdown.md", report.breakdown_markdown(parts))
+        title = f"{plan['graph']} on {profile.name}: {metrics['latency_ms']:.3f} ms"
+        report.plot_timeline(single + dma, out_dir / "timeline.png", profile.frequency_mhz,
+                             title)
+        report.plot_roofline(plan, profile, out_dir / "roofline.png")
+        report.plot_layers(rows, out_dir / "layers.png")
+        self._print(metrics, parts)
+        return StageResult(metrics)
+
+    @staticmethod
+    def _print(metrics: dict, parts: dict[str, float]) -> None:
+        table = Table(title="where the time goes (per frame)")
+        table.add_column("stage")
+        table.add_column("ms", justify="right")
+        table.add_column("share", justify="right")
+        total = sum(parts.values()) or 1.0
+        for name, ms in parts.items():
+            table.add_row(name, f"{ms:.3f}", f"{100 * ms / total:.1f}%")
+        Console(stderr=True).print(table)
+        log.info("latency %.3f ms, %.1f fps, MAC utilization %.1f%%, energy %.3f mJ",
+                 metrics["latency_ms"], metrics["throughput_fps"],
+                 100 * metrics["mac_utilization"], metrics["energy_mj"])

@@ -1,0 +1,167 @@
+"""Simulate: the timeline obeys the physics and moves the way the seeds saw."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+from onnx import helper, numpy_helper
+
+from hardware.cost import bytes_per_cycle
+from hardware.profile import load_profile
+from hardware.timeline import Task, longest_path, schedule
+from ops.graph import from_onnx
+from pipeline.compiler.driver import compile_graph
+from pipeline.simulator.metrics import latency_metrics
+from pipeline.simulator.replay import FrameCosts, build
+from pipeline.simulator.report import LAYER_COLUMNS
+from pipeline.zoo import ZOO
+from tests.conftest import CONF, run_cli
+
+COMPILE = OmegaConf.load(CONF / "compile" / "default.yaml")
+PROFILES = ("rk3588", "tpu_v1", "edge_tpu", "ethos_u55_256", "nvdla_small", "nvdla_full")
+
+
+def _profile(name):
+    return load_profile(CONF / "hardware" / f"{name}.yaml")
+
+
+NO_HOST_WORK = FrameCosts(0, 0)
+
+
+def _simulate(graph, profile, frames=1, depth=1, costs=NO_HOST_WORK, **compile_cfg):
+    plan = compile_graph(graph, profile, OmegaConf.merge(COMPILE, compile_cfg), "int8")
+    tasks = build(plan, profile, frames, depth, costs)
+    span = schedule(tasks)
+    return plan, tasks, span
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    cache = str(tmp_path_factory.mktemp("zoo"))
+    out = {}
+    for name, fn in ZOO.items():
+        kwargs = {"cache_dir": cache} if name == "digits_mlp" else {}
+        if name == "yolov5s":
+            kwargs["image_size"] = 320
+        out[name] = from_onnx(fn(seed=0, opset=17, **kwargs))
+    return out
+
+
+def _kernel_bound(k, profile):
+    """A kernel's physical lower bound: its MACs at peak, its compulsory bytes at DRAM speed."""
+    if k["target"] != "npu":
+        return 0
+    peak = max(profile.peak_macs_per_cycle.values())
+    return max(k["macs"] / peak, k["cost"]["compulsory_dram_bytes"] / bytes_per_cycle(profile))
+
+
+@pytest.mark.parametrize("profile_name", PROFILES)
+def test_latency_never_beats_the_critical_path_of_kernel_bounds(graphs, profile_name):
+    profile = _profile(profile_name)
+    for name, graph in graphs.items():
+        plan, tasks, span = _simulate(graph, profile)
+        bounds = [_kernel_bound(k, profile) for k in plan["kernels"]]
+        deps = [k["deps"] for k in plan["kernels"]]
+        assert span >= longest_path(bounds, deps), (name, profile_name)
+        bw = bytes_per_cycle(profile)
+        for k in plan["kernels"]:
+            c = k["cost"]
+            if k["target"] == "npu" and k["macs"]:
+                achieved = k["macs"] / c["total_cycles"]
+                assert achieved <= max(profile.peak_macs_per_cycle.values())
+                assert c["total_cycles"] >= c["dram_bytes"] / bw - 1  # under the roofline
+        metrics = latency_metrics(plan, tasks, span, profile)
+        assert 0 <= metrics["mac_utilization"] <= 1 and 0 <= metrics["sram_hit_rate"] <= 1
+
+
+def test_single_buffering_loses_to_double_buffering(graphs):
+    rk = _profile("rk3588")
+    single = dataclasses.replace(rk, dma=dataclasses.replace(rk.dma, double_buffering=False))
+    _, _, db = _simulate(graphs["resnet18"], rk)
+    _, _, sb = _simulate(graphs["resnet18"], single)
+    assert sb > 1.1 * db
+
+
+def test_dispatch_overhead_is_paid_per_kernel_launch(graphs):
+    rk = _profile("rk3588")
+    free = dataclasses.replace(rk, dispatch_cycles=0)
+    plan, _, with_dispatch = _simulate(graphs["mobilenet_v2"], rk, fusion=False)
+    _, _, without = _simulate(graphs["mobilenet_v2"], free, fusion=False)
+    launches = sum(1 for k in plan["kernels"] if k["target"] == "npu"
+                   and k["cost"]["overhead_cycles"])
+    assert launches > 20
+    assert with_dispatch - without == pytest.approx(launches * rk.dispatch_cycles, rel=0.02)
+    fused_plan, _, fused = _simulate(graphs["mobilenet_v2"], rk)
+    assert len(fused_plan["kernels"]) < len(plan["kernels"]) and fused < with_dispatch
+
+
+def _two_branch_graph():
+    """x -> conv (array) and x -> sigmoid chain (vector), joined by Add."""
+    w = numpy_helper.from_array(np.zeros((64, 64, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["x"], ["s1"], name="sig1"),
+             helper.make_node("Tanh", ["s1"], ["s2"], name="tanh1"),
+             helper.make_node("Sigmoid", ["s2"], ["s3"], name="sig2"),
+             helper.make_node("Add", ["a", "s3"], ["y"], name="join")]
+    shape = [1, 64, 56, 56]
+    graph = helper.make_graph(nodes, "branches", [helper.make_tensor_value_info("x", 1, shape)],
+                              [helper.make_tensor_value_info("y", 1, shape)], [w])
+    return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_independent_branches_overlap_on_different_units():
+    _, tasks, span = _simulate(_two_branch_graph(), _profile("rk3588"), fusion=False)
+    by = {t.name: t for t in tasks}
+    assert by["conv"].resource == "npu.array" and by["sig1"].resource == "npu.vector"
+    assert by["sig1"].start < by["conv"].end  # the vector branch runs during the conv
+    serial = sum(t.duration for t in tasks)
+    assert span < serial
+    assert by["join"].start == max(by["conv"].end, by["sig2"].end)
+
+
+def test_a_producer_consumer_queue_nearly_doubles_throughput(graphs):
+    rk = _profile("rk3588")
+    _, _, latency = _simulate(graphs["mobilenet_v2"], rk)
+    costs = FrameCosts(preprocess_cycles=latency, postprocess_cycles=0)
+    _, _, sequential = _simulate(graphs["mobilenet_v2"], rk, frames=8, depth=1, costs=costs)
+    _, _, queued = _simulate(graphs["mobilenet_v2"], rk, frames=8, depth=3, costs=costs)
+    speedup = sequential / queued
+    assert 1.6 < speedup <= 2.0
+
+
+def test_scheduler_serialises_a_resource_and_reports_the_critical_path():
+    from hardware.timeline import critical_path
+
+    tasks = [Task("a", "npu", 10), Task("b", "cpu", 5), Task("c", "npu", 3, [1])]
+    assert schedule(tasks) == 13 and tasks[2].start == 10
+    assert [tasks[i].name for i in critical_path(tasks)] == ["a", "c"]
+
+
+def test_default_run_writes_every_artifact(tmp_path):
+    proc = run_cli(f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    sim = tmp_path / "simulate"
+    with open(sim / "layers.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == LAYER_COLUMNS
+    plan = json.loads((tmp_path / "compile" / "plan.json").read_text())
+    assert len(rows) == len(plan["kernels"])
+    for png in ("timeline.png", "roofline.png", "layers.png"):
+        assert (sim / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("latency_ms", "cycles_total", "throughput_fps", "mac_utilization",
+                "sram_hit_rate", "dram_bytes", "energy_mj", "avg_power_w", "peak_sram_bytes",
+                "kernels", "npu_ops", "cpu_ops", "fallback_ms"):
+        assert key in metrics, key
+    assert metrics["latency_ms"] > 0  # rk3588 runs at 1 GHz: 1 ms = 1e6 cycles
+    assert metrics["cycles_total"] == round(metrics["latency_ms"] * 1e6)
+    again = tmp_path / "again"
+    assert run_cli(f"hydra.run.dir={again}").returncode == 0
+    assert (again / "metrics.json").read_bytes() == (tmp_path / "metrics.json").read_bytes()
+    assert (again / "simulate" / "timeline.png").read_bytes() == (sim / "timeline.png"
+                                                                  ).read_bytes()
