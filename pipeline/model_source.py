@@ -19,12 +19,26 @@ def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
+def modern_ir(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Raise the IR version to what the opset needs (the version converter does not) and
+    drop initializers from the graph inputs, which IR < 4 required and later tools reject
+    as "initializer but not in graph input" once they rewrite the inputs."""
+    needed = onnx.helper.find_min_ir_version_for(list(model.opset_import), True)
+    if model.ir_version < needed:
+        model.ir_version = needed
+        inits = {i.name for i in model.graph.initializer}
+        keep = [i for i in model.graph.input if i.name not in inits]
+        del model.graph.input[:]
+        model.graph.input.extend(keep)
+    return model
+
+
 def upgrade_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     current = _opset(model)
     if current >= target:
-        return model
+        return modern_ir(model)
     try:
-        return version_converter.convert_version(model, target)
+        return modern_ir(version_converter.convert_version(model, target))
     except Exception as exc:  # the converter raises bare RuntimeErrors / C++ exceptions
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(

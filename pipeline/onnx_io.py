@@ -51,10 +51,14 @@ def check_model(model: onnx.ModelProto, where: str) -> None:
         raise UserError(f"{where}: the ONNX checker rejects the model: {first}") from exc
 
 
-def session(model: onnx.ModelProto | bytes, threads: int = 1, where: str = "model"
-            ) -> ort.InferenceSession:
-    """An onnxruntime CPU session; an op it cannot run becomes one line naming the node."""
+def session(model: onnx.ModelProto | bytes, threads: int = 1, where: str = "model",
+            optimized: bool = True) -> ort.InferenceSession:
+    """An onnxruntime CPU session; an op it cannot run becomes one line naming the node.
+    ``optimized=False`` runs the graph as written (no onnxruntime fusions), the honest
+    reference when checking what a graph pass changed."""
     options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3

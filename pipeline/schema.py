@@ -70,8 +70,9 @@ class QuantConfig:
 
 @dataclass
 class OptimizeConfig:
-    passes: list[str] = field(default_factory=list)
-    tolerance: float = 1e-4
+    passes: list[Any] = field(default_factory=list)  # names or {_target_: module.fn}
+    tolerance: float = 1e-4  # max relative output error any pass may introduce
+    max_rounds: int = 3  # repeat the list until node counts stop changing
 
 
 @dataclass

@@ -36,3 +36,14 @@ class FailingStage(Stage):
         from pipeline.errors import UserError
 
         raise UserError("failing stage: bad input 'node_7'")
+
+
+def broken_pass(model):
+    """A pass that 'optimizes' by scaling the first weight: verification must catch it."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    init = model.graph.initializer[0]
+    scaled = numpy_helper.from_array(numpy_helper.to_array(init) * np.float32(1.1), init.name)
+    init.CopyFrom(scaled)
+    return model

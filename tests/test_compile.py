@@ -170,7 +170,7 @@ def test_plan_is_versioned_and_self_contained(tmp_path):
     assert (tmp_path / "compile" / "compile.log").read_text().count("[INFO] Kernel") == len(ids)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["kernels"] == len(ids)
-    assert metrics["npu_ops"] + metrics["cpu_ops"] == metrics["model_nodes"]
+    assert metrics["npu_ops"] + metrics["cpu_ops"] == metrics["nodes_after"]  # optimized
 
 
 def test_depthwise_runs_where_the_profile_says():

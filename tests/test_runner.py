@@ -21,7 +21,9 @@ def test_default_chain_is_the_five_stages():
 def test_replacing_one_stage_from_the_command_line(tmp_path):
     proc = run_cli("model=bert_encoder",
                    "stages.quantize._target_=tests.custom_stages.CountNodesStage",
-                   "+stages.quantize.label=mine", f"hydra.run.dir={tmp_path}")
+                   "+stages.quantize.label=mine",
+                   "stages.optimize._target_=pipeline.stages.passthrough.PassThroughStage",
+                   f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["custom_label"] == "mine"

@@ -87,7 +87,7 @@ def fallback_summary(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_summary(plan: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console(stderr=True)
+    console = console or Console()
     table = Table(title=f"compile: {plan['graph']} on {plan['profile']}")
     for col in ("target", "kernels", "ops", "est. cycles"):
         table.add_column(col, justify="right" if col != "target" else "left")

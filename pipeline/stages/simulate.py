@@ -101,7 +101,7 @@ class SimulateStage(Stage):
         total = sum(parts.values()) or 1.0
         for name, ms in parts.items():
             table.add_row(name, f"{ms:.3f}", f"{100 * ms / total:.1f}%")
-        Console(stderr=True).print(table)
+        Console().print(table)
         log.info("latency %.3f ms, %.1f fps, MAC utilization %.1f%%, energy %.3f mJ",
                  metrics["latency_ms"], metrics["throughput_fps"],
                  100 * metrics["mac_utilization"], metrics["energy_mj"])

@@ -1,0 +1,63 @@
+"""Optimize on every zoo model and on onnx's own test-data models: nodes per pass, error.
+
+    python benchmarks/optimize_models.py
+
+Runs export + optimize (the default pass list) through the real stages and writes
+results/optimize_models.md: per model, nodes before, after each pass of round 1, final
+nodes, worst max-abs error against the exported model, and the optimize wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+from hydra import compose, initialize_config_dir
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from pipeline.runner import run_pipeline  # noqa: E402
+from pipeline.schema import register_configs  # noqa: E402
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+ZOO = ["mobilenet_v2", "resnet18", "resnet50", "yolov5s", "bert_encoder", "digits_mlp"]
+REAL = ["resnet50", "squeezenet", "densenet121", "inception_v2", "shufflenet", "vgg19"]
+
+
+def one(overrides: list[str], label: str, workdir: Path) -> str:
+    with initialize_config_dir(str(HERE.parent / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[*overrides, "stages.order=[export,optimize]"])
+    start = time.perf_counter()
+    run_pipeline(cfg, workdir / label)
+    seconds = time.perf_counter() - start
+    report = json.loads((workdir / label / "optimize" / "report.json").read_text())
+    first = [p for p in report["passes"] if p["round"] == 1]
+    steps = " -> ".join(f"{p['pass']} {p['nodes_after']}" for p in first)
+    worst = max(p["max_abs_error"] for p in report["passes"])
+    return (f"| {label} | {report['nodes_before']} | {steps} | {report['nodes_after']} | "
+            f"{worst:.2e} | {seconds:.1f} |")
+
+
+def main() -> None:
+    register_configs()
+    lines = ["| model | nodes | round 1: nodes after each pass | final | max abs error | s |",
+             "|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ZOO:
+            lines.append(one([f"model={name}"], name, Path(tmp)))
+            print(lines[-1], flush=True)
+        for name in REAL:
+            path = LIGHT / f"light_{name}.onnx"
+            lines.append(one(["model=onnx", f"model.path={path}"], f"light_{name}", Path(tmp)))
+            print(lines[-1], flush=True)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "optimize_models.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

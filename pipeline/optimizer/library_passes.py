@@ -1,0 +1,70 @@
+"""Standard cleanups from maintained libraries (constant folding, dead code, identity and
+dropout removal, BN and Pad folding into Conv, MatMul+Add -> Gemm, transpose cancellation).
+
+Measured on the zoo and on onnx's test-data models (light_*: resnet50, squeezenet,
+densenet121, inception_v2, shufflenet), node counts after each library alone:
+
+    model              nodes  ort_basic  onnxsim  onnxslim
+    resnet50 (zoo)       175        122      122       122
+    yolov5s@320 (zoo)    265        208      208       208
+    bert_encoder (zoo)    33         35      14*        33
+    light_inception_v2  1054        168      226       154
+    light_densenet121   1988        491      550       491
+
+(* onnxsim rewrote BERT into com.microsoft contrib ops: not portable ONNX.) So the default
+chain is onnxslim (largest reductions, portable) then onnxruntime's BASIC level (whose saved
+model is standard ONNX) to catch what slim leaves; onnxsim is available but off by default
+and refuses output in a non-standard domain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+
+import onnx
+import onnxruntime as ort
+
+from pipeline.errors import UserError
+from pipeline.optimizer.graph_edit import drop_unused_opsets
+
+
+def _portable(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
+    foreign = sorted({n.domain for n in model.graph.node if n.domain not in ("", "ai.onnx")})
+    if foreign:
+        raise UserError(f"optimize.passes: pass '{name}' produced non-standard ops in "
+                        f"domain(s) {', '.join(foreign)}; remove it from optimize.passes")
+    return drop_unused_opsets(model)
+
+
+def onnxslim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnxslim
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        out = onnxslim.slim(model)
+    return _portable(out, "onnxslim")
+
+
+def ort_basic_pass(model: onnx.ModelProto) -> onnx.ModelProto:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "basic.onnx")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = path
+        options.log_severity_level = 3
+        options.intra_op_num_threads = 1
+        ort.InferenceSession(model.SerializeToString(), options,
+                             providers=["CPUExecutionProvider"])
+        out = onnx.load(path)
+    return _portable(out, "ort_basic")
+
+
+def onnxsim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnxsim
+
+    out, ok = onnxsim.simplify(model)
+    if not ok:
+        raise UserError("optimize.passes: onnxsim could not validate its output")
+    return _portable(out, "onnxsim")

@@ -1,0 +1,99 @@
+"""Optimize: ONNX -> ONNX through an ordered pass list, each pass verified in onnxruntime.
+
+Passes run in order, and the list repeats until a round changes no node count
+(``optimize.max_rounds``). After every pass the model is run on seeded inputs and compared
+with the exported model; a pass whose max relative error exceeds ``optimize.tolerance`` is
+an error naming the pass (the pass is not trusted, whatever it claims).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+import onnx
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from pipeline import onnx_io
+from pipeline.artifacts import write_json
+from pipeline.errors import UserError
+from pipeline.optimizer.npu_passes import count_patterns
+from pipeline.optimizer.registry import enabled, resolve
+from pipeline.optimizer.verify import compare, reference_outputs
+from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
+
+log = logging.getLogger(__name__)
+
+
+def _histogram_delta(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, int]:
+    a = Counter(n.op_type for n in before.graph.node)
+    b = Counter(n.op_type for n in after.graph.node)
+    return {op: b[op] - a[op] for op in sorted(set(a) | set(b)) if b[op] != a[op]}
+
+
+class OptimizeStage(Stage):
+    name = "optimize"
+    version = "1"
+    config_keys = ("optimize",)
+
+    def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
+        opt = cfg.optimize
+        original = onnx.load(latest_model(inputs))
+        feeds, expected = reference_outputs(original, cfg.run.seed)
+        passes = [resolve(e, i) for i, e in enumerate(opt.passes) if enabled(e)]
+        model, report, worst = copy.deepcopy(original), [], 0.0
+        for round_no in range(1, opt.max_rounds + 1):
+            start_nodes = len(model.graph.node)
+            for name, fn in passes:
+                before = model
+                t0 = time.perf_counter()
+                try:
+                    model = fn(copy.deepcopy(before))
+                except UserError:
+                    raise
+                except Exception as exc:  # a library pass failing on this graph
+                    raise UserError(f"optimize.passes: pass '{name}' failed: "
+                                    f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+                seconds = time.perf_counter() - t0
+                onnx_io.check_model(model, f"optimize pass '{name}'")
+                diff = compare(model, feeds, expected, f"optimize pass '{name}'")
+                if diff.max_rel > opt.tolerance:
+                    raise UserError(
+                        f"optimize.passes: pass '{name}' changed the model's outputs "
+                        f"(max relative error {diff.max_rel:.3g} > optimize.tolerance "
+                        f"{opt.tolerance:g})")
+                worst = max(worst, diff.max_abs)
+                report.append({
+                    "round": round_no, "pass": name, "nodes_before": len(before.graph.node),
+                    "nodes_after": len(model.graph.node),
+                    "op_delta": _histogram_delta(before, model), "seconds": round(seconds, 4),
+                    "max_abs_error": diff.max_abs, "max_rel_error": diff.max_rel,
+                })
+            if len(model.graph.node) == start_nodes:
+                break
+        onnx_io.save_model(model, out_dir / "model.onnx")
+        patterns = count_patterns(model)
+        write_json(out_dir / "report.json", {"passes": report, "patterns": patterns,
+                                             "nodes_before": len(original.graph.node),
+                                             "nodes_after": len(model.graph.node)})
+        self._print(report, len(original.graph.node), len(model.graph.node))
+        return StageResult({"nodes_before": len(original.graph.node),
+                            "nodes_after": len(model.graph.node),
+                            "optimize_max_abs_error": worst,
+                            "optimize_patterns": patterns})
+
+    @staticmethod
+    def _print(report: list[dict], before: int, after: int) -> None:
+        table = Table(title=f"optimize: {before} -> {after} nodes")
+        for col in ("round", "pass", "nodes", "op changes", "max abs err", "s"):
+            table.add_column(col, justify="left" if col in ("pass", "op changes") else "right")
+        for r in report:
+            delta = ", ".join(f"{op} {d:+d}" for op, d in r["op_delta"].items())
+            table.add_row(str(r["round"]), r["pass"], f"{r['nodes_before']} -> {r['nodes_after']}",
+                          delta[:60] or "-", f"{r['max_abs_error']:.2e}", f"{r['seconds']:.2f}")
+        Console().print(table)

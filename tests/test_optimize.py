@@ -1,0 +1,115 @@
+"""Optimize: library cleanups and npuflow's passes, each verified in onnxruntime."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from pipeline.optimizer import npu_passes
+from pipeline.optimizer.verify import compare, reference_outputs
+from pipeline.zoo import ZOO
+from tests.conftest import error_lines, run_cli
+
+
+def _optimize(tmp_path, *overrides):
+    proc = run_cli(*overrides, "stages.order=[export,optimize]", f"hydra.run.dir={tmp_path}")
+    return proc, tmp_path / "optimize"
+
+
+def test_bn_disappears_from_conv_bn_relu_and_the_function_holds(tmp_path):
+    proc, out = _optimize(tmp_path, "model=resnet18")
+    assert proc.returncode == 0, proc.stderr
+    ops = Counter(n.op_type for n in onnx.load(out / "model.onnx").graph.node)
+    assert ops["BatchNormalization"] == 0 and ops["Conv"] == 20
+    report = json.loads((out / "report.json").read_text())
+    assert report["nodes_before"] == 69 and report["nodes_after"] < 69
+    first = report["passes"][0]
+    assert first["op_delta"]["BatchNormalization"] == -20
+    assert 0 < first["max_abs_error"] < 1e-3  # folding rounds, but keeps the function
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["nodes_after"] == report["nodes_after"]
+
+
+def test_silu_and_gelu_patterns_are_recognised():
+    yolo = ZOO["yolov5s"](seed=0, opset=17, image_size=64)
+    counts = npu_passes.count_patterns(npu_passes.fuse_silu(yolo))
+    assert counts == {"Swish (annotated)": 57}  # every Conv-BN-SiLU of YOLOv5s
+    bert = ZOO["bert_encoder"](seed=0, opset=17, seq_len=8)
+    assert npu_passes.count_patterns(npu_passes.fuse_gelu(bert)) == {"Gelu (annotated)": 1}
+
+
+def test_gelu_becomes_one_op_where_the_opset_has_it():
+    bert = ZOO["bert_encoder"](seed=0, opset=20, seq_len=8)
+    feeds, expected = reference_outputs(bert, seed=0)
+    fused = npu_passes.fuse_gelu(bert)
+    ops = Counter(n.op_type for n in fused.graph.node)
+    assert ops["Gelu"] == 1 and ops["Erf"] == 0
+    assert compare(fused, feeds, expected, "fuse_gelu").max_rel < 1e-5
+
+
+def _chain_model(shapes: list[list[int]], ops: list[str]):
+    nodes, inits, prev = [], [], "x"
+    for i, (op, shape) in enumerate(zip(ops, shapes[1:], strict=True)):
+        out = f"t{i}"
+        if op == "Reshape":
+            inits.append(numpy_helper.from_array(np.array(shape, np.int64), f"s{i}"))
+            nodes.append(helper.make_node("Reshape", [prev, f"s{i}"], [out], name=f"r{i}"))
+        elif op == "Flatten":
+            nodes.append(helper.make_node("Flatten", [prev], [out], name=f"f{i}", axis=1))
+        prev = out
+    nodes.append(helper.make_node("Relu", [prev], ["y"], name="relu"))
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", 1, shapes[0])],
+                              [helper.make_tensor_value_info("y", 1, shapes[-1])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_shape_chains_fold_to_one_reshape_or_vanish():
+    m = _chain_model([[1, 4, 2, 2], [1, 16], [1, 4, 4], [2, 8]], ["Flatten", "Reshape", "Reshape"])
+    feeds, expected = reference_outputs(m, 0)
+    out = npu_passes.fold_shape_chains(m)
+    assert [n.op_type for n in out.graph.node] == ["Reshape", "Relu"]
+    assert compare(out, feeds, expected, "fold").max_abs == 0
+    back = _chain_model([[1, 4, 2, 2], [1, 16], [1, 4, 2, 2]], ["Flatten", "Reshape"])
+    assert [n.op_type for n in npu_passes.fold_shape_chains(back).graph.node] == ["Relu"]
+
+
+def test_noop_transpose_and_cast_are_removed():
+    nodes = [helper.make_node("Transpose", ["x"], ["a"], perm=[0, 1, 2]),
+             helper.make_node("Cast", ["a"], ["b"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("Relu", ["b"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 2, 3])],
+                              [helper.make_tensor_value_info("y", 1, [1, 2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    out = npu_passes.remove_noops(model)
+    assert [n.op_type for n in out.graph.node] == ["Relu"]
+    assert out.graph.node[0].input[0] == "x"
+
+
+def test_a_broken_pass_is_caught_by_verification(tmp_path):
+    proc, out = _optimize(tmp_path, "model=resnet18",
+                          "optimize.passes=[{_target_: tests.custom_stages.broken_pass, "
+                          "name: scale_weights}]")
+    assert proc.returncode == 2
+    (line,) = error_lines(proc)
+    assert "pass 'scale_weights' changed the model's outputs" in line
+    assert not out.exists()
+
+
+def test_unknown_pass_is_one_line(tmp_path):
+    proc, _ = _optimize(tmp_path, "model=digits_mlp", "optimize.passes=[onnxslim,polish]")
+    assert proc.returncode == 2
+    assert "optimize.passes[1]: unknown pass 'polish'" in error_lines(proc)[0]
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
+def test_real_models_from_onnx_test_data_optimize_equivalently(tmp_path, light_model, name):
+    proc, out = _optimize(tmp_path, "model=onnx", f"model.path={light_model(name)}")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["nodes_after"] < report["nodes_before"]
+    assert all(p["max_rel_error"] <= 1e-4 for p in report["passes"])
