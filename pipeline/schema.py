@@ -45,10 +45,17 @@ class ModelConfig:
 class DataConfig:
     name: str = MISSING
     kind: str = "synthetic"  # synthetic | digits | images | npy
-    path: str | None = None
+    path: str | None = None  # images / npy folder
     calibration_size: int = 32
     eval_size: int = 64
     seed: int = 0
+    # images: one preprocessing for calibration and evaluation
+    resize: int | None = None  # short side before the centre crop (None: the crop size)
+    scale: float = 1.0 / 255.0
+    mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
+    std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
+    channel_order: str = "RGB"  # RGB | BGR
+    layout: str = "NCHW"  # NCHW | NHWC
 
 
 @dataclass
@@ -56,16 +63,46 @@ class CalibrationConfig:
     method: str = "minmax"  # minmax | entropy | percentile
     percentile: float = 99.999
     num_bins: int = 2048
+    num_quantized_bins: int = 128
+
+
+@dataclass
+class AnalysisConfig:
+    layers: bool = True  # accumulated per-layer report
+    isolated: bool = False  # also quantize each layer alone (one run per layer)
+    samples: int = 8  # evaluation samples the per-layer runs use
+    jump_cosine: float = 0.99  # name the first layer below this cosine
+
+
+@dataclass
+class AutoTarget:
+    min_output_cosine: float | None = None
+    max_top1_drop: float = 0.5  # percentage points, used when no cosine target is set
+
+
+@dataclass
+class AutoConfig:
+    enabled: bool = False
+    target: AutoTarget = field(default_factory=AutoTarget)
+    max_float_layers: int = 10
 
 
 @dataclass
 class QuantConfig:
     scheme: str = MISSING  # none | fp16 | int8
-    activation_type: str = "int8"
+    activation_type: str = "int8"  # int8 | uint8 | int16 (A16W8)
     weight_type: str = "int8"
     per_channel: bool = True
+    activation_symmetric: bool = False
+    weight_symmetric: bool = True
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
-    keep_float: list[str] = field(default_factory=list)
+    keep_float: list[str] = field(default_factory=list)  # node names or fnmatch patterns
+    keep_first_n: int = 0  # first N compute layers stay float
+    keep_last_n: int = 0
+    float_precision: str = "fp16"  # how float layers of a quantized model run on the NPU
+    tensor_overrides: dict[str, str] = field(default_factory=dict)  # tensor -> int16 ...
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    auto: AutoConfig = field(default_factory=AutoConfig)
 
 
 @dataclass

@@ -149,8 +149,10 @@ def _cost_dict(cost: KernelCost) -> dict[str, Any]:
 
 
 def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
-                  quant_scheme: str) -> dict[str, Any]:
-    float_precision = SCHEME_PRECISION.get(quant_scheme, "fp32")
+                  quant_scheme: str, float_precision: str | None = None) -> dict[str, Any]:
+    """``float_precision``: how float nodes compute; default from the quant scheme (a float
+    graph compiled at the precision the quantize stage was asked for)."""
+    float_precision = float_precision or SCHEME_PRECISION.get(quant_scheme, "fp32")
     kernels = fuse(graph, _enabled_patterns(cfg))
     decisions = decide(kernels, graph, profile, float_precision)
     placement = place(decisions, graph, profile, cfg.placement)

@@ -3,6 +3,7 @@
 - ``fold_shape_chains``: Reshape / Flatten / Squeeze / Unsqueeze chains collapse into one
   Reshape (or none, when the chain restores the input's shape): an NPU compiler then sees
   one view instead of a string of copies it might not support.
+- ``flatten_gemm_bias``: (1, N) Gemm biases become (N,).
 - ``remove_noops``: identity Transposes, Casts to the same type, Identity, inference-mode
   Dropout, Reshapes to the same shape.
 - ``fuse_gelu`` / ``fuse_silu``: the exporter patterns ``0.5*x*(1+erf(x/sqrt2))`` and
@@ -99,6 +100,23 @@ def remove_noops(model: onnx.ModelProto) -> onnx.ModelProto:
         )
         if noop:
             bypass(g, node, src)
+    return model
+
+
+def flatten_gemm_bias(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Gemm biases of shape (1, N) -> (N,): MatMul+Add -> Gemm rewrites leave them 2-D,
+    which per-channel bias quantization (and NPU compilers) cannot take."""
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    for node in g.node:
+        if node.op_type != "Gemm" or len(node.input) < 3 or node.input[2] not in inits:
+            continue
+        bias = inits[node.input[2]]
+        if len(bias.dims) == 2 and bias.dims[0] == 1:
+            users = [n for n in g.node if bias.name in n.input]
+            if len(users) == 1:
+                flat = numpy_helper.to_array(bias).reshape(-1)
+                bias.CopyFrom(numpy_helper.from_array(flat, bias.name))
     return model
 
 

@@ -21,6 +21,7 @@ PASSES: dict[str, Pass] = {
     "onnxsim": library_passes.onnxsim_pass,
     "fold_shape_chains": npu_passes.fold_shape_chains,
     "remove_noops": npu_passes.remove_noops,
+    "flatten_gemm_bias": npu_passes.flatten_gemm_bias,
     "fuse_gelu": npu_passes.fuse_gelu,
     "fuse_silu": npu_passes.fuse_silu,
 }

@@ -9,7 +9,7 @@ import onnx
 from omegaconf import DictConfig
 
 from hardware.profile import profile_from_config
-from ops.graph import from_onnx
+from ops.graph import QDQ_OPS, from_onnx
 from pipeline.artifacts import write_json, write_text
 from pipeline.compiler.driver import compile_graph
 from pipeline.compiler.report import compile_log, fallback_summary, print_summary
@@ -25,8 +25,12 @@ class CompileStage(Stage):
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         profile = profile_from_config(cfg.hardware)
-        graph = from_onnx(onnx.load(latest_model(inputs)))
-        plan = compile_graph(graph, profile, cfg.compile, cfg.quant.scheme)
+        model = onnx.load(latest_model(inputs))
+        quantized = any(n.op_type in QDQ_OPS for n in model.graph.node)
+        graph = from_onnx(model)
+        # float layers of a quantized model are the ones kept in higher precision
+        plan = compile_graph(graph, profile, cfg.compile, cfg.quant.scheme,
+                             cfg.quant.float_precision if quantized else None)
         write_json(out_dir / "plan.json", plan)
         write_json(out_dir / "memory.json", {"memory": plan["memory"],
                                              "buffers": plan["buffers"]})

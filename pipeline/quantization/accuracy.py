@@ -1,0 +1,98 @@
+"""How much accuracy quantization costs, end to end and layer by layer.
+
+- End metrics on the evaluation split, all from onnxruntime: top-1 (when labels exist),
+  top-1 agreement and mean output cosine against the fp32 model.
+- *Accumulated* per-layer errors (RKNN-Toolkit2's default): run the whole quantized model
+  and compare every layer's dequantized output with the float model's, using
+  onnxruntime's ``qdq_loss_debug`` to expose and match the same named tensors.
+- *Isolated* per-layer errors: quantize one layer alone (everything else float) and
+  compare its output; the same run gives the layer's effect on the model output, which
+  ranks layers for mixed precision.
+The first layer whose cosine drops below ``jump_cosine`` is the one to look at (the seeds'
+debugging recipe).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnxruntime.quantization import qdq_loss_debug as qdq
+
+from pipeline import onnx_io
+from pipeline.quantization.schemes import ListReader
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 or nb == 0:
+        return 1.0 if na == nb else 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    noise = np.sum((reference.astype(np.float64) - test) ** 2)
+    signal = np.sum(reference.astype(np.float64) ** 2)
+    return float(10 * np.log10(signal / noise)) if noise > 0 else float("inf")
+
+
+def run_outputs(model: onnx.ModelProto | Path, feeds: list[dict]) -> list[np.ndarray]:
+    proto = onnx.load(model) if isinstance(model, Path) else model
+    sess = onnx_io.session(proto)
+    return [sess.run(None, f)[0] for f in feeds]
+
+
+def end_metrics(ref: list[np.ndarray], got: list[np.ndarray], labels: np.ndarray | None
+                ) -> dict[str, float]:
+    ref_top = np.array([int(np.argmax(r)) for r in ref])
+    got_top = np.array([int(np.argmax(g)) for g in got])
+    out = {"top1_agreement": float(np.mean(ref_top == got_top)),
+           "output_cosine": float(np.mean([cosine(r, g) for r, g in zip(ref, got,
+                                                                        strict=True)]))}
+    if labels is not None:
+        out["accuracy_top1"] = float(np.mean(got_top == labels))
+        out["accuracy_top1_float"] = float(np.mean(ref_top == labels))
+    return out
+
+
+def _activations(model_path: Path, feeds: list[dict], tmp: Path, tag: str) -> dict:
+    augmented = tmp / f"{tag}_aug.onnx"
+    qdq.modify_model_output_intermediate_tensors(str(model_path), str(augmented))
+    return qdq.collect_activations(str(augmented), ListReader(feeds))
+
+
+def layer_errors(float_path: Path, qdq_path: Path, feeds: list[dict],
+                 float_acts: dict | None = None) -> tuple[dict[str, dict], dict]:
+    """Per float tensor: cosine, max abs error and SQNR of the quantized model's value."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if float_acts is None:
+            float_acts = _activations(float_path, feeds, Path(tmp), "float")
+        q_acts = _activations(qdq_path, feeds, Path(tmp), "qdq")
+    matched = qdq.create_activation_matching(q_acts, float_acts)
+    errors = {}
+    for name, m in matched.items():
+        if "float" not in m or "post_qdq" not in m:
+            continue
+        ref = np.concatenate([x.ravel() for x in m["float"]])
+        got = np.concatenate([x.ravel() for x in m["post_qdq"]])
+        errors[name] = {"cosine": cosine(ref, got),
+                        "max_abs_error": float(np.max(np.abs(ref - got))) if ref.size else 0.0,
+                        "sqnr_db": sqnr_db(ref, got)}
+    return errors, float_acts
+
+
+def by_layer(model: onnx.ModelProto, errors: dict[str, dict]) -> list[dict]:
+    """Errors in graph order, one row per node whose output was compared."""
+    rows = []
+    for node in model.graph.node:
+        out = node.output[0] if node.output else ""
+        if out in errors:
+            rows.append({"layer": node.name, "op": node.op_type, "tensor": out, **errors[out]})
+    return rows
+
+
+def first_jump(rows: list[dict], key: str, threshold: float) -> str | None:
+    return next((r["layer"] for r in rows if r.get(key, 1.0) < threshold), None)

@@ -1,0 +1,131 @@
+"""Quantization schemes, all done by maintained tools: onnxruntime.quantization for int8 /
+int16 (QDQ), onnxconverter-common for fp16.
+
+Calibration is run here rather than inside ``quantize_static`` for one reason: with its
+default options the entropy calibrator uses 128 histogram bins quantized into 128 bins,
+which makes KL calibration return the min/max range (silently equal to ``minmax``). We
+drive ``create_calibrator`` with ``calibration.num_bins`` (2048) and
+``num_quantized_bins`` (128), save the ranges as onnxruntime's calibration cache
+(``quantize/calibration.json``) and pass that cache back to ``quantize_static``, which then
+skips its own calibration. The same cache serves the per-layer and sensitivity runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import onnx
+from omegaconf import DictConfig
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    CalibrationMethod,
+    QuantFormat,
+    QuantType,
+    create_calibrator,
+    quantize_static,
+)
+from onnxruntime.quantization.calibrate import save_tensors_data
+
+from pipeline.errors import UserError
+
+COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+QTYPES = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8, "int16": QuantType.QInt16,
+          "uint16": QuantType.QUInt16}
+METHODS = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+           "percentile": CalibrationMethod.Percentile}
+
+
+class ListReader(CalibrationDataReader):
+    """The narrow onnxruntime protocol: get_next() -> feed dict or None."""
+
+    def __init__(self, feeds: Iterable[dict[str, np.ndarray]]) -> None:
+        self._items = list(feeds)
+        self._it = iter(self._items)
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._it, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def compute_nodes(model: onnx.ModelProto) -> list[str]:
+    return [n.name for n in model.graph.node if n.op_type in COMPUTE_OPS]
+
+
+def float_nodes(model: onnx.ModelProto, cfg: DictConfig) -> list[str]:
+    """Nodes kept in float: by name / fnmatch pattern, and the first / last N compute layers."""
+    names = [n.name for n in model.graph.node]
+    keep = {n for pattern in cfg.keep_float for n in names if fnmatch.fnmatch(n, pattern)}
+    unknown = [p for p in cfg.keep_float if not any(fnmatch.fnmatch(n, p) for n in names)]
+    if unknown:
+        raise UserError(f"quant.keep_float: no node matches '{unknown[0]}'")
+    compute = compute_nodes(model)
+    keep |= set(compute[: cfg.keep_first_n])
+    if cfg.keep_last_n:
+        keep |= set(compute[-cfg.keep_last_n:])
+    return sorted(keep)
+
+
+def named(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Give every node a unique name (quantization and reports address nodes by name)."""
+    seen: set[str] = set()
+    for i, node in enumerate(model.graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"{node.op_type.lower()}_{i}"
+        seen.add(node.name)
+    return model
+
+
+def calibrate(model_path: Path, feeds: list[dict], cfg: DictConfig, cache: Path) -> None:
+    method = cfg.calibration.method
+    if method not in METHODS:
+        raise UserError(f"quant.calibration.method: must be one of {list(METHODS)}, "
+                        f"got '{method}'")
+    options = {"symmetric": bool(cfg.activation_symmetric)}
+    if method in ("entropy", "percentile"):
+        options["num_bins"] = int(cfg.calibration.num_bins)
+    if method == "entropy":
+        options["num_quantized_bins"] = int(cfg.calibration.num_quantized_bins)
+    if method == "percentile":
+        options["percentile"] = float(cfg.calibration.percentile)
+    with tempfile.TemporaryDirectory() as tmp:
+        calibrator = create_calibrator(model_path, None, f"{tmp}/augmented.onnx",
+                                       calibrate_method=METHODS[method], extra_options=options)
+        calibrator.collect_data(ListReader(feeds))
+        ranges = calibrator.compute_data()
+    save_tensors_data(ranges, cache)
+
+
+def quantize_int(model_path: Path, out_path: Path, cache: Path, cfg: DictConfig,
+                 exclude: list[str], only: list[str] | None = None) -> None:
+    """QDQ quantization from the range cache; ``only`` restricts it to some nodes."""
+    for key in ("activation_type", "weight_type"):
+        if cfg[key] not in QTYPES:
+            raise UserError(f"quant.{key}: must be one of {list(QTYPES)}, got '{cfg[key]}'")
+    # QDQDisableWeightAdjustForInt32Bias: onnxruntime 1.32's int32-bias scale adjustment
+    # crashes on per-channel Gemm weights (array truth value); it only matters for scales
+    # below int32 bias resolution, which our models do not reach.
+    extra = {"ActivationSymmetric": bool(cfg.activation_symmetric),
+             "WeightSymmetric": bool(cfg.weight_symmetric),
+             "QDQDisableWeightAdjustForInt32Bias": True}
+    if cfg.tensor_overrides:
+        extra["TensorQuantOverrides"] = {
+            t: [{"quant_type": QTYPES[q]}] for t, q in cfg.tensor_overrides.items()}
+    quantize_static(
+        str(model_path), str(out_path), None, quant_format=QuantFormat.QDQ,
+        per_channel=bool(cfg.per_channel), activation_type=QTYPES[cfg.activation_type],
+        weight_type=QTYPES[cfg.weight_type], nodes_to_exclude=exclude,
+        nodes_to_quantize=only, calibration_cache_path=str(cache), extra_options=extra,
+        calibrate_method=METHODS[cfg.calibration.method],
+    )
+
+
+def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
+    from onnxconverter_common import float16
+
+    return float16.convert_float_to_float16(model, keep_io_types=True)
