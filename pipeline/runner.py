@@ -4,6 +4,7 @@ the run's flat ``metrics.json``."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -14,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from pipeline import cache
 from pipeline.artifacts import replace_dir, write_json
 from pipeline.registry import build_chain
 from pipeline.stages.base import Stage, StageInputs
@@ -30,19 +32,33 @@ def stage_config(cfg: DictConfig, stage: Stage) -> DictConfig:
 
 
 def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
-              run_dir: Path) -> dict[str, Any]:
+              run_dir: Path, cache_root: Path | None = None) -> tuple[dict[str, Any], str]:
+    """Run (or restore from the cache) one stage; returns its metrics and hit/miss/off."""
     final = run_dir / name
     tmp = run_dir / f".{name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    sub = stage_config(cfg, stage)
+    key = cache.stage_key(name, stage, sub, inputs) if cache_root else None
     try:
         start = time.perf_counter()
-        result = stage.run(dict(inputs), stage_config(cfg, stage), tmp)
-        metrics = dict(result.metrics)
-        write_json(tmp / METRICS_FILE, metrics)
+        cached = cache.lookup(cache_root, name, key) if cache_root and key else None
+        if cached is not None:
+            cache.restore(cached, tmp)
+            metrics = json.loads((tmp / METRICS_FILE).read_text())
+            status = "hit"
+        else:
+            result = stage.run(dict(inputs), sub, tmp)
+            metrics = dict(result.metrics)
+            write_json(tmp / METRICS_FILE, metrics)
+            if cache_root and key:
+                cache.store(cache_root, name, key, tmp)
+            status = "miss" if cache_root else "off"
         replace_dir(tmp, final)
-        log.info("stage %s done in %.2f s", name, time.perf_counter() - start)
-        return metrics
+        log.info("stage %s %s in %.2f s", name,
+                 "restored from cache" if status == "hit" else "done",
+                 time.perf_counter() - start)
+        return metrics, status
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -52,14 +68,19 @@ def run_pipeline(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     inputs: StageInputs = {}
     metrics: dict[str, Any] = {}
+    statuses: dict[str, str] = {}
+    cache_root = Path(cfg.run.cache_dir) if cfg.run.get("cache", False) else None
     columns = (TextColumn("[bold]{task.description}"), BarColumn(),
                TextColumn("{task.fields[stage]}"), TimeElapsedColumn())
     with Progress(*columns, transient=True) as progress:
         task = progress.add_task("npuflow", total=len(chain), stage="")
         for name, stage in chain:
             progress.update(task, stage=name)
-            metrics.update(run_stage(name, stage, inputs, cfg, run_dir))
+            stage_metrics, statuses[name] = run_stage(name, stage, inputs, cfg, run_dir,
+                                                      cache_root)
+            metrics.update(stage_metrics)
             inputs[name] = run_dir / name
             progress.advance(task)
     write_json(run_dir / METRICS_FILE, metrics)
+    write_json(run_dir / "cache.json", statuses)  # not in metrics: same config, same metrics
     return metrics

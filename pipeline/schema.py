@@ -153,6 +153,7 @@ class RunConfig:
     seed: int = 0
     ort_threads: int = 1  # onnxruntime intra-op threads (1 keeps digests bit-exact)
     cache_dir: str = ".npuflow-cache"  # trained zoo models; the stage cache
+    cache: bool = True  # reuse stage outputs whose key (config slice + inputs) matches
 
 
 @dataclass

@@ -62,7 +62,11 @@ def ort_basic_pass(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def onnxsim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
-    import onnxsim
+    try:
+        import onnxsim
+    except ImportError as exc:
+        raise UserError("optimize.passes: pass 'onnxsim' needs pip install 'npuflow[onnxsim]'"
+                        ) from exc
 
     out, ok = onnxsim.simplify(model)
     if not ok:

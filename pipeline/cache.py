@@ -1,0 +1,132 @@
+"""The stage cache shared by runs and sweep jobs.
+
+key = sha256(stage name, component class and version, npuflow's source digest, the stage's
+own config slice, and the content digests of its upstream folders). A sweep over compile
+or simulate keys therefore re-runs only those stages; export, optimize and quantize are
+restored from the cache.
+
+Entries are written as ``<key>.tmp-<pid>`` and renamed to ``<key>`` only after a ``COMPLETE``
+marker is in place, so a job killed mid-write leaves no entry a later run would trust, and
+two parallel jobs computing the same entry race harmlessly (the second rename loses and its
+copy is discarded).
+
+    python -m pipeline.cache info [DIR]     # entries and size per stage
+    python -m pipeline.cache clear [DIR]    # remove everything
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.artifacts import file_digest
+
+MARKER = "COMPLETE"
+_NOT_KEYED = ("cache_dir", "cache")  # where the cache lives does not change results
+
+
+def folder_digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(folder)).encode())
+        h.update(file_digest(path).encode())
+    return h.hexdigest()
+
+
+@functools.cache
+def code_digest() -> str:
+    """Digest of npuflow's own source (pipeline, ops, hardware): a code change invalidates
+    every entry, so a stale result can never be served after an edit or an upgrade."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pkg in ("pipeline", "ops", "hardware"):
+        for path in sorted((root / pkg).rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def stage_key(name: str, stage: Any, cfg: DictConfig, inputs: dict[str, Path]) -> str:
+    config = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(config, dict)
+    run = dict(config.get("run", {}))
+    for k in _NOT_KEYED:
+        run.pop(k, None)
+    config["run"] = run
+    payload = {
+        "stage": name,
+        "component": f"{type(stage).__module__}.{type(stage).__qualname__}",
+        "version": getattr(stage, "version", "0"),
+        "code": code_digest(),
+        "config": config,
+        "inputs": {k: folder_digest(v) for k, v in sorted(inputs.items())},
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()
+                          ).hexdigest()[:32]
+
+
+def entry(root: Path, name: str, key: str) -> Path:
+    return root / "stages" / name / key
+
+
+def lookup(root: Path, name: str, key: str) -> Path | None:
+    path = entry(root, name, key)
+    return path if (path / MARKER).is_file() else None
+
+
+def restore(cached: Path, dest: Path) -> None:
+    shutil.copytree(cached, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(MARKER))
+
+
+def store(root: Path, name: str, key: str, produced: Path) -> None:
+    final = entry(root, name, key)
+    if (final / MARKER).is_file():
+        return
+    tmp = final.with_name(f"{key}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(produced, tmp)
+    (tmp / MARKER).write_text("ok\n")
+    try:
+        if not final.exists():
+            os.replace(tmp, final)
+    except OSError:
+        pass  # a parallel job stored the same entry first
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def info(root: Path) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for stage_dir in sorted((root / "stages").glob("*")):
+        entries = [e for e in stage_dir.iterdir() if (e / MARKER).is_file()]
+        size = sum(f.stat().st_size for e in entries for f in e.rglob("*") if f.is_file())
+        out[stage_dir.name] = {"entries": len(entries), "bytes": size}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args else "info"
+    root = Path(args[1] if len(args) > 1 else ".npuflow-cache")
+    if command == "info":
+        table = info(root)
+        for stage, row in table.items():
+            print(f"{stage:10s} {row['entries']:5d} entries {row['bytes'] / 1e6:10.1f} MB")
+        print(f"total {sum(r['bytes'] for r in table.values()) / 1e6:.1f} MB in {root}")
+    elif command == "clear":
+        shutil.rmtree(root / "stages", ignore_errors=True)
+        print(f"cleared {root / 'stages'}")
+    else:
+        sys.exit("usage: python -m pipeline.cache info|clear [DIR]")
+
+
+if __name__ == "__main__":
+    main()
