@@ -16,12 +16,15 @@ copy is discarded).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +76,21 @@ def stage_key(name: str, stage: Any, cfg: DictConfig, inputs: dict[str, Path]) -
                           ).hexdigest()[:32]
 
 
+@contextlib.contextmanager
+def locked(root: Path, name: str, key: str) -> Iterator[None]:
+    """Hold an exclusive lock on one key while it is looked up or computed, so parallel
+    sweep jobs that need the same upstream entry compute it once and the others wait and
+    restore it (fcntl locks are released by the kernel if the holder dies)."""
+    path = root / "stages" / name / f"{key}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def entry(root: Path, name: str, key: str) -> Path:
     return root / "stages" / name / key
 
@@ -106,7 +124,7 @@ def store(root: Path, name: str, key: str, produced: Path) -> None:
 def info(root: Path) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for stage_dir in sorted((root / "stages").glob("*")):
-        entries = [e for e in stage_dir.iterdir() if (e / MARKER).is_file()]
+        entries = [e for e in stage_dir.iterdir() if e.is_dir() and (e / MARKER).is_file()]
         size = sum(f.stat().st_size for e in entries for f in e.rglob("*") if f.is_file())
         out[stage_dir.name] = {"entries": len(entries), "bytes": size}
     return out

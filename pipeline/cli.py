@@ -44,7 +44,7 @@ def _print_summary(metrics: dict, run_dir: Path) -> None:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def app(cfg: DictConfig) -> dict:
+def app(cfg: DictConfig) -> dict | float:
     hc = HydraConfig.get()
     try:
         check_complete(cfg, dict(hc.runtime.choices))
@@ -54,6 +54,11 @@ def app(cfg: DictConfig) -> dict:
         _exit_if_user_error(exc)
         raise
     _print_summary(metrics, run_dir)
+    objective = cfg.run.get("objective")
+    if objective:  # a search sweeper (Optuna) optimises one number
+        if objective not in metrics:
+            raise UserError(f"run.objective: '{objective}' is not a metric of this run")
+        return float(metrics[objective])
     return metrics
 
 

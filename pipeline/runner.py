@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +41,22 @@ def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
     tmp.mkdir(parents=True)
     sub = stage_config(cfg, stage)
     key = cache.stage_key(name, stage, sub, inputs) if cache_root else None
+    lock = cache.locked(cache_root, name, key) if cache_root and key else nullcontext()
     try:
         start = time.perf_counter()
-        cached = cache.lookup(cache_root, name, key) if cache_root and key else None
-        if cached is not None:
-            cache.restore(cached, tmp)
-            metrics = json.loads((tmp / METRICS_FILE).read_text())
-            status = "hit"
-        else:
-            result = stage.run(dict(inputs), sub, tmp)
-            metrics = dict(result.metrics)
-            write_json(tmp / METRICS_FILE, metrics)
-            if cache_root and key:
-                cache.store(cache_root, name, key, tmp)
-            status = "miss" if cache_root else "off"
+        with lock:
+            cached = cache.lookup(cache_root, name, key) if cache_root and key else None
+            if cached is not None:
+                cache.restore(cached, tmp)
+                metrics = json.loads((tmp / METRICS_FILE).read_text())
+                status = "hit"
+            else:
+                result = stage.run(dict(inputs), sub, tmp)
+                metrics = dict(result.metrics)
+                write_json(tmp / METRICS_FILE, metrics)
+                if cache_root and key:
+                    cache.store(cache_root, name, key, tmp)
+                status = "miss" if cache_root else "off"
         replace_dir(tmp, final)
         log.info("stage %s %s in %.2f s", name,
                  "restored from cache" if status == "hit" else "done",

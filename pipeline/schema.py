@@ -154,6 +154,7 @@ class RunConfig:
     ort_threads: int = 1  # onnxruntime intra-op threads (1 keeps digests bit-exact)
     cache_dir: str = ".npuflow-cache"  # trained zoo models; the stage cache
     cache: bool = True  # reuse stage outputs whose key (config slice + inputs) matches
+    objective: str | None = None  # metric returned to a search sweeper (Optuna), e.g. latency_ms
 
 
 @dataclass
