@@ -3,7 +3,8 @@
 A Hydra callback (``hydra.callbacks.sweep_summary`` in conf/config.yaml). It reads the job
 folders, not in-memory job returns, so it works with any launcher, including joblib whose
 jobs run in other processes. Writes ``summary.csv``, ``summary.md`` and ``pareto.png``
-(latency vs energy, coloured by accuracy, Pareto-optimal points ringed) into the sweep dir.
+(latency vs energy, coloured by accuracy; ringed: Pareto-optimal in latency, energy and
+accuracy together) into the sweep dir.
 """
 
 from __future__ import annotations
@@ -58,19 +59,20 @@ def _only_swept_keys(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def pareto(rows: list[dict[str, Any]], x: str = "latency_ms", y: str = "energy_mj"
-           ) -> list[bool]:
-    """Non-dominated points when minimising both x and y."""
-    pts = [(r.get(x), r.get(y)) for r in rows]
-    flags = []
-    for i, (a, b) in enumerate(pts):
-        if a is None or b is None:
-            flags.append(False)
-            continue
-        dominated = any(c is not None and d is not None and c <= a and d <= b
-                        and (c < a or d < b) for j, (c, d) in enumerate(pts) if j != i)
-        flags.append(not dominated)
-    return flags
+def _accuracy(row: dict[str, Any]) -> float | None:
+    value = row.get("accuracy_top1")
+    return value if value is not None else row.get("output_cosine")
+
+
+def pareto(rows: list[dict[str, Any]]) -> list[bool]:
+    """Non-dominated points: minimise latency and energy, maximise accuracy (when known)."""
+    pts = [(r.get("latency_ms"), r.get("energy_mj"), -(_accuracy(r) or 0.0)) for r in rows]
+
+    def dominates(p: tuple, q: tuple) -> bool:
+        return all(a <= b for a, b in zip(p, q, strict=True)) and p != q
+
+    return [None not in p and not any(None not in q and dominates(q, p) for q in pts)
+            for p in pts]
 
 
 def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]) -> dict[str, dict]:
@@ -85,7 +87,7 @@ def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]) -> dict[str, dict
     lines = ["| job | overrides | latency ms | energy mJ | fps | accuracy | pareto |",
              "|---|---|---|---|---|---|---|"]
     for row, flag in zip(rows, flags, strict=True):
-        acc = row.get("accuracy_top1") or row.get("output_cosine")
+        acc = _accuracy(row)
         lines.append(f"| {row['job']} | {row['overrides']} | {_f(row['latency_ms'])} | "
                      f"{_f(row['energy_mj'])} | {_f(row['throughput_fps'])} | {_f(acc)} | "
                      f"{'*' if flag else ''} |")
@@ -106,8 +108,8 @@ def _f(value: Any) -> str:
 
 
 def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
-    pts = [(r["latency_ms"], r["energy_mj"], r.get("accuracy_top1") or r.get("output_cosine"),
-            f) for r, f in zip(rows, flags, strict=True)
+    pts = [(r["latency_ms"], r["energy_mj"], _accuracy(r), f)
+           for r, f in zip(rows, flags, strict=True)
            if r.get("latency_ms") is not None and r.get("energy_mj") is not None]
     fig, ax = plt.subplots(figsize=(7, 5))
     if pts:
@@ -115,9 +117,10 @@ def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
         sc = ax.scatter([p[0] for p in pts], [p[1] for p in pts], c=colour, cmap="viridis",
                         s=40)
         fig.colorbar(sc, ax=ax, label="accuracy (top-1 or output cosine)")
-        front = sorted((p for p in pts if p[3]), key=lambda p: p[0])
-        ax.plot([p[0] for p in front], [p[1] for p in front], color="#d62728", marker="o",
-                mfc="none", ms=12, label="Pareto front")
+        front = [p for p in pts if p[3]]
+        ax.scatter([p[0] for p in front], [p[1] for p in front], s=220, facecolors="none",
+                   edgecolors="#d62728", linewidths=1.5,
+                   label="Pareto-optimal (latency, energy, accuracy)")
         ax.legend()
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("energy per inference (mJ)")
