@@ -51,17 +51,24 @@ def check_model(model: onnx.ModelProto, where: str) -> None:
         raise UserError(f"{where}: the ONNX checker rejects the model: {first}") from exc
 
 
-def session(model: onnx.ModelProto | bytes, threads: int = 1, where: str = "model",
-            optimized: bool = True) -> ort.InferenceSession:
-    """An onnxruntime CPU session; an op it cannot run becomes one line naming the node.
-    ``optimized=False`` runs the graph as written (no onnxruntime fusions), the honest
-    reference when checking what a graph pass changed."""
+def session_options(threads: int = 1, optimized: bool = True) -> ort.SessionOptions:
+    """Single-threaded by default: onnxruntime's multi-threaded kernels can differ in the
+    last bits between runs, and npuflow's metrics must be bit-for-bit reproducible."""
     options = ort.SessionOptions()
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    return options
+
+
+def session(model: onnx.ModelProto | bytes, threads: int = 1, where: str = "model",
+            optimized: bool = True) -> ort.InferenceSession:
+    """An onnxruntime CPU session; an op it cannot run becomes one line naming the node.
+    ``optimized=False`` runs the graph as written (no onnxruntime fusions), the honest
+    reference when checking what a graph pass changed."""
+    options = session_options(threads, optimized)
     data = model if isinstance(model, bytes) else model.SerializeToString()
     try:
         return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])

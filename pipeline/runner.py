@@ -37,7 +37,8 @@ def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
     """Run (or restore from the cache) one stage; returns its metrics and hit/miss/off."""
     final = run_dir / name
     tmp = run_dir / f".{name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in run_dir.glob(f".{name}.tmp-*"):  # left by a killed run: never trusted
+        shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
     sub = stage_config(cfg, stage)
     key = cache.stage_key(name, stage, sub, inputs) if cache_root else None

@@ -61,7 +61,8 @@ def end_metrics(ref: list[np.ndarray], got: list[np.ndarray], labels: np.ndarray
 def _activations(model_path: Path, feeds: list[dict], tmp: Path, tag: str) -> dict:
     augmented = tmp / f"{tag}_aug.onnx"
     qdq.modify_model_output_intermediate_tensors(str(model_path), str(augmented))
-    return qdq.collect_activations(str(augmented), ListReader(feeds))
+    return qdq.collect_activations(str(augmented), ListReader(feeds),
+                                   session_options=onnx_io.session_options())
 
 
 def layer_errors(float_path: Path, qdq_path: Path, feeds: list[dict],

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from omegaconf import DictConfig
 from onnxruntime.quantization import (
     CalibrationDataReader,
@@ -30,6 +31,7 @@ from onnxruntime.quantization import (
 )
 from onnxruntime.quantization.calibrate import save_tensors_data
 
+from pipeline import onnx_io
 from pipeline.errors import UserError
 
 COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
@@ -96,6 +98,10 @@ def calibrate(model_path: Path, feeds: list[dict], cfg: DictConfig, cache: Path)
     with tempfile.TemporaryDirectory() as tmp:
         calibrator = create_calibrator(model_path, None, f"{tmp}/augmented.onnx",
                                        calibrate_method=METHODS[method], extra_options=options)
+        # the calibrator's own session uses all cores; ranges must be bit-reproducible
+        calibrator.infer_session = ort.InferenceSession(
+            calibrator.augmented_model_path,
+            onnx_io.session_options(optimized=False), providers=["CPUExecutionProvider"])
         calibrator.collect_data(ListReader(feeds))
         ranges = calibrator.compute_data()
     save_tensors_data(ranges, cache)
