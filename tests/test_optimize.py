@@ -113,3 +113,26 @@ def test_real_models_from_onnx_test_data_optimize_equivalently(tmp_path, light_m
     report = json.loads((out / "report.json").read_text())
     assert report["nodes_after"] < report["nodes_before"]
     assert all(p["max_rel_error"] <= 1e-4 for p in report["passes"])
+
+
+def test_pad_channels_keeps_the_function_by_zero_weights_or_a_slice():
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((48, 8, 3, 3)).astype(np.float32), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal(48).astype(np.float32), "b1")
+    w2 = numpy_helper.from_array(rng.standard_normal((20, 48, 1, 1)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="c1", pads=[1] * 4),
+             helper.make_node("Sigmoid", ["a"], ["s"], name="sig"),  # sigmoid(0) = 0.5
+             helper.make_node("Conv", ["s", "w2"], ["y"], name="c2")]
+    graph = helper.make_graph(nodes, "pad", [helper.make_tensor_value_info("x", 1, [1, 8, 6, 6])],
+                              [helper.make_tensor_value_info("y", 1, [1, 20, 6, 6])],
+                              [w1, b1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds, expected = reference_outputs(model, 0)
+    out = npu_passes.pad_channels(model, 16)
+    inits = {i.name: list(i.dims) for i in out.graph.initializer}
+    assert inits["w1"][0] == 48 and inits["w2"][:2] == [32, 48]  # 48 already aligned
+    out = npu_passes.pad_channels(out, 32)
+    inits = {i.name: list(i.dims) for i in out.graph.initializer}
+    assert inits["w1"][0] == 64 and inits["w2"][:2] == [32, 64] and inits["b1"] == [64]
+    assert [n.op_type for n in out.graph.node].count("Slice") == 1  # y is a graph output
+    assert compare(out, feeds, expected, "pad").max_rel < 1e-5

@@ -6,6 +6,8 @@
 - ``flatten_gemm_bias``: (1, N) Gemm biases become (N,).
 - ``remove_noops``: identity Transposes, Casts to the same type, Identity, inference-mode
   Dropout, Reshapes to the same shape.
+- ``pad_channels`` (``optimize.pad_channels_to``): Conv output channels padded to the NPU's
+  multiple with zero filters, consumed by zero weights or sliced away.
 - ``fuse_gelu`` / ``fuse_silu``: the exporter patterns ``0.5*x*(1+erf(x/sqrt2))`` and
   ``x*sigmoid(x)`` become one op, so placement checks one op against the support list
   instead of five. Where the model's opset has the op (Gelu from opset 20) the subgraph is
@@ -204,3 +206,62 @@ def count_patterns(model: onnx.ModelProto) -> dict[str, int]:
     for op, nodes in tagged.items():
         counts[f"{op} (annotated)"] = nodes // (5 if op == "Gelu" else 2)
     return counts
+
+
+UNARY_ELEMENTWISE = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid",
+                               "HardSwish", "Elu", "Selu", "Softplus", "Gelu", "Swish"})
+
+
+def pad_channels(model: onnx.ModelProto, multiple: int) -> onnx.ModelProto:
+    """Pad Conv output channels to ``multiple`` (the NPU's channel alignment), keeping the
+    function: the added filters are zero; if the next consumer is a Conv reached through
+    unary elementwise ops only, its weights for the added input channels are zero too (so
+    whatever the activations make of the zeros is multiplied away); otherwise a Slice right
+    after the padded Conv cuts the extra channels off."""
+    if multiple <= 1:
+        return model
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    for conv in [n for n in g.node if n.op_type == "Conv"]:
+        attrs = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
+        if attrs.get("group", 1) != 1 or conv.input[1] not in inits:
+            continue
+        weight = numpy_helper.to_array(inits[conv.input[1]])
+        cout = weight.shape[0]
+        pad = -cout % multiple
+        if pad == 0:
+            continue
+        zeros = np.zeros((pad, *weight.shape[1:]), weight.dtype)
+        inits[conv.input[1]].CopyFrom(numpy_helper.from_array(
+            np.concatenate([weight, zeros]), conv.input[1]))
+        if len(conv.input) > 2 and conv.input[2] in inits:
+            bias = numpy_helper.to_array(inits[conv.input[2]])
+            inits[conv.input[2]].CopyFrom(numpy_helper.from_array(
+                np.concatenate([bias, np.zeros(pad, bias.dtype)]), conv.input[2]))
+        cons = consumers(g)
+        tensor, outputs = conv.output[0], {o.name for o in g.output}
+        while len(cons.get(tensor, [])) == 1 and cons[tensor][0].op_type in UNARY_ELEMENTWISE \
+                and tensor not in outputs:
+            tensor = cons[tensor][0].output[0]
+        users = cons.get(tensor, [])
+        nxt = users[0] if len(users) == 1 else None
+        if nxt is not None and tensor not in outputs and nxt.op_type == "Conv" and \
+                nxt.input[0] == tensor and nxt.input[1] in inits and \
+                {a.name: helper.get_attribute_value(a) for a in nxt.attribute}.get("group", 1) == 1:
+            w2 = numpy_helper.to_array(inits[nxt.input[1]])
+            extra = np.zeros((w2.shape[0], pad, *w2.shape[2:]), w2.dtype)
+            inits[nxt.input[1]].CopyFrom(numpy_helper.from_array(
+                np.concatenate([w2, extra], axis=1), nxt.input[1]))
+        else:
+            padded = f"{conv.output[0]}_padded"
+            original = conv.output[0]
+            conv.output[0] = padded
+            names = [f"{original}_slice_{k}" for k in ("starts", "ends", "axes")]
+            for name, value in zip(names, ([0], [cout], [1]), strict=True):
+                g.initializer.append(numpy_helper.from_array(np.array(value, np.int64), name))
+            index = list(g.node).index(conv)
+            g.node.insert(index + 1, helper.make_node("Slice", [padded, *names], [original],
+                                                      name=f"{conv.name or original}_unpad"))
+        inits = {i.name: i for i in g.initializer}
+    del g.value_info[:]
+    return model

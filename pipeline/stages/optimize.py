@@ -9,6 +9,7 @@ an error naming the pass (the pass is not trusted, whatever it claims).
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import time
 from collections import Counter
@@ -22,7 +23,7 @@ from rich.table import Table
 from pipeline import onnx_io
 from pipeline.artifacts import write_json
 from pipeline.errors import UserError
-from pipeline.optimizer.npu_passes import count_patterns
+from pipeline.optimizer.npu_passes import count_patterns, pad_channels
 from pipeline.optimizer.registry import enabled, resolve
 from pipeline.optimizer.verify import compare, reference_outputs
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
@@ -46,6 +47,9 @@ class OptimizeStage(Stage):
         original = onnx.load(latest_model(inputs))
         feeds, expected = reference_outputs(original, cfg.run.seed)
         passes = [resolve(e, i) for i, e in enumerate(opt.passes) if enabled(e)]
+        if opt.pad_channels_to > 1:
+            passes.append((f"pad_channels_to_{opt.pad_channels_to}",
+                           functools.partial(pad_channels, multiple=opt.pad_channels_to)))
         model, report, worst = copy.deepcopy(original), [], 0.0
         for round_no in range(1, opt.max_rounds + 1):
             start_nodes = len(model.graph.node)
