@@ -31,7 +31,10 @@ from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, Work
 
 # bytes per element of (activations, weights, accumulator) for a kernel precision;
 # int16 means A16W8 (16-bit activations, 8-bit weights), as NPUs that offer it run it.
-WIDTHS = {"int8": (1, 1, 4), "int16": (2, 1, 4), "fp16": (2, 2, 4), "fp32": (4, 4, 4)}
+WIDTHS = {"int8": (1, 1, 4), "int16": (2, 1, 4), "fp16": (2, 2, 4), "fp32": (4, 4, 4),
+          # types only the host runs (index, mask and double-precision graphs)
+          "int32": (4, 4, 4), "int64": (8, 8, 8), "fp64": (8, 8, 8), "bool": (1, 1, 1),
+          "bf16": (2, 2, 4)}
 
 
 @dataclass(frozen=True)

@@ -96,24 +96,41 @@ def _ort_reason(message: str, model: onnx.ModelProto | None = None) -> str:
 
 
 def seeded_feeds(sess: ort.InferenceSession, seed: int) -> dict[str, np.ndarray]:
-    """Seeded inputs for every model input: N(0, 1) floats, zeros for integer inputs."""
+    """Seeded inputs for every model input: uniform [0, 1) floats (valid for sqrt, log and
+    pow as well as for image-like inputs), zeros for integer and boolean inputs."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for inp in sess.get_inputs():
-        dtype = _ORT_NP_TYPES.get(inp.type, np.float32)
+        if inp.type not in _ORT_NP_TYPES:
+            raise UserError(f"model: input '{inp.name}' is {inp.type}; npuflow feeds numeric "
+                            "tensors only")
+        dtype = _ORT_NP_TYPES[inp.type]
         shape = [int(d) for d in inp.shape]
         if np.issubdtype(dtype, np.floating):
-            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+            feeds[inp.name] = rng.random(shape).astype(dtype)
         else:
             feeds[inp.name] = np.zeros(shape, dtype)
     return feeds
+
+
+def run(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], where: str = "model"
+        ) -> list[np.ndarray]:
+    """``sess.run`` with onnxruntime's failure turned into one line naming the node."""
+    try:
+        return sess.run(None, feeds)
+    except Exception as exc:  # onnxruntime's pybind exception types
+        text = " ".join(str(exc).split())
+        m = re.search(r"running (\w+) node\. Name:'([^']*)'", text)
+        at = f" at {m.group(1)} node '{m.group(2)}'" if m else ""
+        reason = text.split("Status Message:")[-1].strip()[:160]
+        raise UserError(f"{where}: onnxruntime failed on a seeded input{at}: {reason}") from exc
 
 
 def reference_run(model: onnx.ModelProto, seed: int, threads: int = 1
                   ) -> tuple[dict[str, np.ndarray], str]:
     """Run once on seeded inputs; return the outputs and a digest of their bytes."""
     sess = session(model, threads)
-    outputs = sess.run(None, seeded_feeds(sess, seed))
+    outputs = run(sess, seeded_feeds(sess, seed))
     names = [o.name for o in sess.get_outputs()]
     blob = b"".join(np.ascontiguousarray(o).tobytes() for o in outputs)
     for name, out in zip(names, outputs, strict=True):

@@ -22,14 +22,26 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
 @dataclass
 class Dataset:
-    input_name: str
-    calibration: list[np.ndarray]
-    evaluation: list[np.ndarray]
+    calibration: list[dict[str, np.ndarray]]
+    evaluation: list[dict[str, np.ndarray]]
     labels: np.ndarray | None  # for evaluation samples, when the data has them
 
     def feeds(self, split: str) -> list[dict[str, np.ndarray]]:
-        samples = self.calibration if split == "calibration" else self.evaluation
-        return [{self.input_name: s} for s in samples]
+        return self.calibration if split == "calibration" else self.evaluation
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+def _synthetic(inputs: list[ModelInput], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """N(0, 1) for float inputs, zeros for integer / boolean ones (indices, masks)."""
+    return {i.name: rng.standard_normal(i.shape).astype(i.dtype)
+            if np.issubdtype(i.dtype, np.floating) else np.zeros(i.shape, i.dtype)
+            for i in inputs}
 
 
 def preprocess_image(path: Path, cfg: DictConfig, shape: tuple[int, ...]) -> np.ndarray:
@@ -77,18 +89,21 @@ def _split(samples: list, cfg: DictConfig, where: str) -> tuple[list, list]:
     return cal, rest[: cfg.eval_size]
 
 
-def load(cfg: DictConfig, input_name: str, shape: tuple[int, ...]) -> Dataset:
+def load(cfg: DictConfig, inputs: list[ModelInput]) -> Dataset:
     kind = cfg.kind
     if kind == "synthetic":
         rng = np.random.default_rng(cfg.seed)
-        cal = [rng.standard_normal(shape).astype(np.float32) for _ in range(cfg.calibration_size)]
-        ev = [rng.standard_normal(shape).astype(np.float32) for _ in range(cfg.eval_size)]
-        return Dataset(input_name, cal, ev, None)
+        cal = [_synthetic(inputs, rng) for _ in range(cfg.calibration_size)]
+        return Dataset(cal, [_synthetic(inputs, rng) for _ in range(cfg.eval_size)], None)
+    if len(inputs) != 1 or inputs[0].dtype != np.float32:
+        raise UserError(f"data={kind} feeds one float32 input; the model has "
+                        f"{', '.join(f'{i.name} ({i.dtype})' for i in inputs)}")
+    name, shape = inputs[0].name, inputs[0].shape
     if kind == "digits":
         x_tr, _, x_te, y_te = digits.split(cfg.seed)
-        cal = [_check(x[None], shape, "data=digits") for x in x_tr[: cfg.calibration_size]]
-        ev = [_check(x[None], shape, "data=digits") for x in x_te[: cfg.eval_size]]
-        return Dataset(input_name, cal, ev, y_te[: cfg.eval_size])
+        cal = [{name: _check(x[None], shape, "data=digits")} for x in x_tr[: cfg.calibration_size]]
+        ev = [{name: _check(x[None], shape, "data=digits")} for x in x_te[: cfg.eval_size]]
+        return Dataset(cal, ev, y_te[: cfg.eval_size])
     folder = Path(cfg.path or "")
     if not cfg.path or not folder.is_dir():
         raise UserError(f"data.path: '{cfg.path}' is not a folder (data={kind} needs one)")
@@ -105,4 +120,4 @@ def load(cfg: DictConfig, input_name: str, shape: tuple[int, ...]) -> Dataset:
     else:
         raise UserError(f"data.kind: must be synthetic, digits, images or npy, got '{kind}'")
     cal, ev = _split(samples, cfg, f"data.path '{folder}'")
-    return Dataset(input_name, cal, ev, None)
+    return Dataset([{name: s} for s in cal], [{name: s} for s in ev], None)

@@ -54,7 +54,7 @@ def fold_shape_chains(model: onnx.ModelProto) -> onnx.ModelProto:
         prod, cons = producers(g), consumers(g)
         outputs = {o.name for o in g.output}
         for node in list(g.node):
-            first = prod.get(node.input[0])
+            first = prod.get(node.input[0]) if node.input else None
             if node.op_type not in SHAPE_OPS or first is None or first.op_type not in SHAPE_OPS:
                 continue
             if len(cons.get(first.output[0], [])) != 1 or first.output[0] in outputs:

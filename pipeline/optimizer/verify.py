@@ -23,7 +23,7 @@ def reference_outputs(model: onnx.ModelProto, seed: int, samples: int = 2
                       ) -> tuple[list[dict], list[list[np.ndarray]]]:
     sess = onnx_io.session(model, optimized=False)
     feeds = [onnx_io.seeded_feeds(sess, seed + i) for i in range(samples)]
-    return feeds, [sess.run(None, f) for f in feeds]
+    return feeds, [onnx_io.run(sess, f) for f in feeds]
 
 
 def compare(model: onnx.ModelProto, feeds: list[dict], expected: list[list[np.ndarray]],
@@ -31,7 +31,7 @@ def compare(model: onnx.ModelProto, feeds: list[dict], expected: list[list[np.nd
     sess = onnx_io.session(model, where=where, optimized=False)
     worst_abs = worst_rel = 0.0
     for feed, ref in zip(feeds, expected, strict=True):
-        got = sess.run(None, feed)
+        got = onnx_io.run(sess, feed, where)
         for a, b in zip(ref, got, strict=True):
             if a.shape != b.shape:
                 return Difference(float("inf"), float("inf"))

@@ -42,7 +42,7 @@ def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
 def run_outputs(model: onnx.ModelProto | Path, feeds: list[dict]) -> list[np.ndarray]:
     proto = onnx.load(model) if isinstance(model, Path) else model
     sess = onnx_io.session(proto)
-    return [sess.run(None, f)[0] for f in feeds]
+    return [onnx_io.run(sess, f)[0] for f in feeds]
 
 
 def end_metrics(ref: list[np.ndarray], got: list[np.ndarray], labels: np.ndarray | None

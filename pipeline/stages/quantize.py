@@ -41,13 +41,17 @@ for _handler in logging.getLogger().handlers:
 logging.getLogger().addFilter(_DropPreprocessHint())
 
 
-def _input(model: onnx.ModelProto) -> tuple[str, tuple[int, ...]]:
+def _inputs(model: onnx.ModelProto) -> list[loaders.ModelInput]:
     inits = {i.name for i in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
-    if len(inputs) != 1:
-        raise UserError(f"quantize: models with {len(inputs)} inputs are not supported yet")
-    dims = tuple(d.dim_value for d in inputs[0].type.tensor_type.shape.dim)
-    return inputs[0].name, dims
+    out = []
+    for vi in (i for i in model.graph.input if i.name not in inits):
+        elem = vi.type.tensor_type.elem_type
+        if elem == onnx.TensorProto.STRING or not vi.type.HasField("tensor_type"):
+            raise UserError(f"quantize: input '{vi.name}' is not a numeric tensor")
+        dims = tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
+        out.append(loaders.ModelInput(vi.name, dims,
+                                      onnx.helper.tensor_dtype_to_np_dtype(elem)))
+    return out
 
 
 def _target_met(metrics: dict, base: dict, target: DictConfig) -> bool:
@@ -72,8 +76,7 @@ class QuantizeStage(Stage):
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         q = cfg.quant
         model = schemes.named(onnx.load(latest_model(inputs)))
-        name, shape = _input(model)
-        data = loaders.load(cfg.data, name, shape)
+        data = loaders.load(cfg.data, _inputs(model))
         eval_feeds, cal_feeds = data.feeds("evaluation"), data.feeds("calibration")
         reference = accuracy.run_outputs(model, eval_feeds)
         extra: dict = {}
