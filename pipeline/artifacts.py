@@ -6,12 +6,14 @@ place, so a crash or a kill never leaves a half-written artifact that a later ru
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,26 @@ def write_text(path: Path, text: str) -> None:
 def write_json(path: Path, data: Any) -> None:
     """Stable JSON: sorted keys, fixed float repr, trailing newline (byte-identical reruns)."""
     write_text(path, json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n")
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], fields: Sequence[str]) -> None:
+    """A CSV with a fixed column order; keys outside ``fields`` are ignored."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(fields), lineterminator="\n",
+                            extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, buf.getvalue())
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """A matplotlib figure as PNG, atomically and without timestamp metadata (same plot,
+    same bytes), then closed."""
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
 
 
 def _jsonable(value: Any) -> Any:

@@ -9,8 +9,6 @@ accuracy together) into the sweep dir.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.artifacts import atomic_path, write_text
+from pipeline.artifacts import save_figure, write_csv, write_text
 
 COLUMNS = ("latency_ms", "throughput_fps", "energy_mj", "mac_utilization", "sram_hit_rate",
            "dram_bytes", "accuracy_top1", "top1_agreement", "output_cosine", "cpu_ops")
@@ -78,12 +76,8 @@ def pareto(rows: list[dict[str, Any]]) -> list[bool]:
 def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]) -> dict[str, dict]:
     flags = pareto(rows)
     fields = ["job", "overrides", *COLUMNS, "pareto"]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    for row, flag in zip(rows, flags, strict=True):
-        writer.writerow({**row, "pareto": flag})
-    write_text(sweep_dir / "summary.csv", buf.getvalue())
+    write_csv(sweep_dir / "summary.csv",
+              [{**row, "pareto": flag} for row, flag in zip(rows, flags, strict=True)], fields)
     lines = ["| job | overrides | latency ms | energy mJ | fps | accuracy | pareto |",
              "|---|---|---|---|---|---|---|"]
     for row, flag in zip(rows, flags, strict=True):
@@ -126,9 +120,7 @@ def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
     ax.set_ylabel("energy per inference (mJ)")
     ax.set_title(f"sweep: {len(rows)} points")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 class SweepSummary(Callback):

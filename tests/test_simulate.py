@@ -16,6 +16,7 @@ from hardware.profile import load_profile
 from hardware.timeline import Task, longest_path, schedule
 from ops.graph import from_onnx
 from pipeline.compiler.driver import compile_graph
+from pipeline.model_source import fix_input_shapes
 from pipeline.simulator.metrics import latency_metrics
 from pipeline.simulator.replay import FrameCosts, build
 from pipeline.simulator.report import LAYER_COLUMNS
@@ -48,7 +49,10 @@ def graphs(tmp_path_factory):
         kwargs = {"cache_dir": cache} if name == "digits_mlp" else {}
         if name == "yolov5s":
             kwargs["image_size"] = 320
-        out[name] = from_onnx(fn(seed=0, opset=17, **kwargs))
+        model = fn(seed=0, opset=17, **kwargs)
+        if name == "digits_mlp":  # as its model config does: batch 1, static
+            model = fix_input_shapes(model, [1, 64])
+        out[name] = from_onnx(model)
     return out
 
 
@@ -165,3 +169,18 @@ def test_default_run_writes_every_artifact(tmp_path):
     assert (again / "metrics.json").read_bytes() == (tmp_path / "metrics.json").read_bytes()
     assert (again / "simulate" / "timeline.png").read_bytes() == (sim / "timeline.png"
                                                                   ).read_bytes()
+
+
+def test_cold_start_adds_the_one_time_load_of_resident_weights(graphs):
+    rk = _profile("rk3588")
+    plan, tasks, span = _simulate(graphs["digits_mlp"], rk)
+    metrics = latency_metrics(plan, tasks, span, rk)
+    mem = plan["memory"]
+    assert mem["weights"] == "resident" and mem["weight_bytes"] > 0  # 17 k params fit
+    load_ms = mem["weight_bytes"] / (rk.dram.bandwidth_gbps * 1e6)
+    assert metrics["cold_start_ms"] == pytest.approx(metrics["latency_ms"] + load_ms)
+    tiny = dataclasses.replace(rk, sram=dataclasses.replace(rk.sram, size_kb=64))
+    plan, tasks, span = _simulate(graphs["resnet18"], tiny)
+    assert plan["memory"]["weights"] == "streamed"  # 11 MB of weights do not fit 64 KB
+    assert latency_metrics(plan, tasks, span, tiny)["cold_start_ms"] == pytest.approx(
+        span / (tiny.frequency_mhz * 1e3))

@@ -34,9 +34,12 @@ from pipeline.compiler.fusion import PATTERNS, fuse
 from pipeline.compiler.kernel_work import SCHEME_PRECISION
 from pipeline.compiler.placement import (
     CPU,
+    GRAPH_IO_LAYOUT,
     NPU,
     Decision,
     decide,
+    depthwise_on_vector,
+    needs_conversion,
     place,
     tensor_bytes,
     transfer_cycles,
@@ -112,8 +115,7 @@ def _npu_cost(d: Decision, profile: HardwareProfile, cfg: DictConfig, a_dram: bo
     core_profile = dataclasses.replace(
         profile, dram=dataclasses.replace(profile.dram,
                                           bandwidth_gbps=profile.dram.bandwidth_gbps / cores))
-    on_vector = d.work.gemm is not None and d.work.gemm.groups > 1 and \
-        d.kernel.anchor.op_type == "Conv" and profile.mac_array.depthwise == "vector"
+    on_vector = depthwise_on_vector(d, profile)
     tiling = None
     if work.unit == ARRAY and not on_vector:
         if cfg.tiling.mode == "fixed":
@@ -232,7 +234,7 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
 def _transfers(kernels: list[dict], graph: Graph, profile: HardwareProfile) -> list[dict]:
     """Every tensor hand-over between the host and the NPU, with its layout conversion."""
     producer = {t: k for k in kernels for t in k["outputs"]}
-    host = {"target": CPU, "layout": "NCHW", "id": None, "precision": "fp32"}
+    host = {"target": CPU, "layout": GRAPH_IO_LAYOUT, "id": None, "precision": "fp32"}
     out, seen = [], set()
     edges = [(producer.get(t, host), k, t) for k in kernels for t in k["inputs"]]
     edges += [(producer[t], host, t) for t in graph.outputs if t in producer]
@@ -243,12 +245,10 @@ def _transfers(kernels: list[dict], graph: Graph, profile: HardwareProfile) -> l
         prec = src["precision"] if src["target"] == NPU else dst["precision"]
         nbytes = tensor_bytes(t, graph, prec)
         npu_side = src if src["target"] == NPU else dst
-        host_layout = profile.host.layout if dst is not host and src is not host \
-            else "NCHW"
-        convert = npu_side["layout"] != host_layout and len(graph.tensors[t].shape or ()) >= 3
-        cycles = transfer_cycles(nbytes, dataclasses.replace(
-            profile, host=dataclasses.replace(profile.host, layout=host_layout)),
-            len(graph.tensors[t].shape or ()))
+        host_layout = GRAPH_IO_LAYOUT if host in (src, dst) else profile.host.layout
+        convert = needs_conversion(npu_side["layout"], host_layout,
+                                   len(graph.tensors[t].shape or ()))
+        cycles = transfer_cycles(nbytes, profile, convert)
         out.append({
             "tensor": t, "from": src["id"], "to": dst["id"],
             "direction": f"{src['target']}->{dst['target']}", "bytes": nbytes,

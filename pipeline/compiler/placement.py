@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from hardware.cost import auto_tiling, host_kernel_cost, npu_kernel_cost
+from hardware.cost import WIDTHS, auto_tiling, host_kernel_cost, npu_kernel_cost
 from hardware.host import layout_conversion_seconds, link_seconds
 from hardware.profile import PRECISIONS, HardwareProfile
 from ops.constraints import CheckResult
@@ -81,15 +81,20 @@ def check_kernel(kernel: Kernel, graph: Graph, profile: HardwareProfile, precisi
     return results
 
 
+def depthwise_on_vector(d: Decision, profile: HardwareProfile) -> bool:
+    """Grouped / depthwise convs run on the vector unit where the profile says so."""
+    return d.work.gemm is not None and d.work.gemm.groups > 1 and \
+        d.kernel.anchor.op_type == "Conv" and profile.mac_array.depthwise == "vector"
+
+
 def _estimate(d: Decision, profile: HardwareProfile) -> None:
     d.cpu_cycles = host_kernel_cost(d.work, profile, "fp32" if d.precision == "fp32"
                                     else d.precision).total_cycles
     if not d.npu_ok:
         return
-    tiling = auto_tiling(d.work, d.precision, profile).tiling if d.work.unit == ARRAY \
-        else None
-    on_vector = d.work.gemm is not None and d.work.gemm.groups > 1 and \
-        profile.mac_array.depthwise == "vector" and d.kernel.anchor.op_type == "Conv"
+    on_vector = depthwise_on_vector(d, profile)
+    tiling = auto_tiling(d.work, d.precision, profile).tiling \
+        if d.work.unit == ARRAY and not on_vector else None
     d.npu_cycles = npu_kernel_cost(d.work, d.precision, profile, tiling,
                                    on_vector=on_vector).total_cycles
 
@@ -125,14 +130,29 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
     return d
 
 
-def transfer_cycles(nbytes: int, profile: HardwareProfile, rank: int = 4) -> float:
-    """One NPU <-> CPU hand-over: link transfer + sync, plus a layout conversion when the
-    two sides keep different layouts. Feature maps of rank >= 3 are converted: the NPU keeps
-    every activation in its native channels-last (blocked) layout, as RKNN and Vela do."""
+GRAPH_IO_LAYOUT = "NCHW"  # graph inputs arrive / outputs leave in ONNX's layout
+
+
+def needs_conversion(npu_layout: str, host_layout: str, rank: int) -> bool:
+    """Feature maps of rank >= 3 are converted when the sides differ: the NPU keeps every
+    activation in its native channels-last (blocked) layout, as RKNN and Vela do."""
+    return npu_layout != host_layout and rank >= 3
+
+
+def transfer_cycles(nbytes: int, profile: HardwareProfile, convert: bool) -> float:
+    """One NPU <-> CPU hand-over: link transfer + sync, plus a layout conversion (a full
+    read and write of the tensor on the host) when ``convert``."""
     seconds = link_seconds(nbytes, profile.link)
-    if profile.layout != profile.host.layout and rank >= 3:
+    if convert:
         seconds += layout_conversion_seconds(nbytes, profile.host.bandwidth_gbps)
     return seconds * profile.frequency_mhz * 1e6
+
+
+def _edge_cycles(t: str, graph: Graph, profile: HardwareProfile, precision: str,
+                 graph_io: bool) -> float:
+    host = GRAPH_IO_LAYOUT if graph_io else profile.host.layout
+    convert = needs_conversion(profile.layout, host, _rank(t, graph))
+    return transfer_cycles(tensor_bytes(t, graph, precision), profile, convert)
 
 
 def _rank(name: str, graph: Graph) -> int:
@@ -140,8 +160,7 @@ def _rank(name: str, graph: Graph) -> int:
 
 
 def tensor_bytes(name: str, graph: Graph, precision: str) -> int:
-    width = {"int8": 1, "int16": 2, "fp16": 2}.get(precision, 4)
-    return graph.tensors[name].size * width
+    return graph.tensors[name].size * WIDTHS.get(precision, WIDTHS["fp32"])[0]
 
 
 def _edges(decisions: list[Decision], graph: Graph):
@@ -165,7 +184,7 @@ def total_cycles(decisions: list[Decision], graph: Graph, profile: HardwareProfi
         side_v = CPU if v is None else targets[v]
         if side_u != side_v:
             prec = decisions[u if u is not None else v].precision
-            total += transfer_cycles(tensor_bytes(t, graph, prec), profile, _rank(t, graph))
+            total += _edge_cycles(t, graph, profile, prec, u is None or v is None)
     return total
 
 
@@ -177,7 +196,7 @@ def optimal_targets(decisions: list[Decision], graph: Graph, profile: HardwarePr
         g.add_edge(i, "cpu", capacity=float(d.npu_cycles) if d.npu_ok else _INFEASIBLE)
     for u, v, t in _edges(decisions, graph):
         d = decisions[u if u is not None else v]
-        cost = transfer_cycles(tensor_bytes(t, graph, d.precision), profile, _rank(t, graph))
+        cost = _edge_cycles(t, graph, profile, d.precision, u is None or v is None)
         if u is None or v is None:  # graph input/output lives on the host
             end = v if u is None else u
             g[end]["cpu"]["capacity"] += cost

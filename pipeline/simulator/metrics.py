@@ -57,4 +57,7 @@ def latency_metrics(plan: dict[str, Any], tasks: list[Task], makespan: int,
         "fallback_ms": parts["cpu_fallback"] + parts["transfer"] + parts["layout_conversion"],
         "peak_sram_bytes": plan["memory"]["sram_arena_peak_bytes"],
         "npu_busy_ms": parts["npu"],
+        "cold_start_ms": makespan / khz + (  # resident weights load once, over DRAM
+            plan["memory"]["weight_bytes"] / (profile.dram.bandwidth_gbps * 1e6)
+            if plan["memory"]["weights"] == "resident" else 0.0),
     }

@@ -109,3 +109,19 @@ def build(plan: dict[str, Any], profile: HardwareProfile, frames: int, depth: in
                           sorted(set(exits)), "postprocess"))
         post_of.append(len(tasks) - 1)
     return tasks
+
+
+def dma_lane(plan: dict, tasks: list[Task], double_buffering: bool) -> list[Task]:
+    """The DMA engine's busy time inside each NPU kernel, for the timeline: concurrent with
+    compute when double-buffered, ahead of it otherwise (the kernel's duration already
+    accounts for it, so these bars are shown, not scheduled)."""
+    by_name = {t.name: t for t in tasks}
+    out = []
+    for k in plan["kernels"]:
+        t, mem = by_name.get(k["name"]), k["cost"]["memory_cycles"]
+        if t is None or k["target"] != "npu" or not mem:
+            continue
+        start = t.start + (k["cost"]["overhead_cycles"] if double_buffering else 0)
+        out.append(Task(f"dma:{k['name']}", "npu.dma", mem, category="dma", start=start,
+                        end=start + mem))
+    return out

@@ -6,8 +6,6 @@ plan gives the same bytes. Every figure is derived from the plan and the timelin
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import matplotlib.pyplot as plt
 from hardware.cost import bytes_per_cycle
 from hardware.profile import HardwareProfile
 from hardware.timeline import Task
-from pipeline.artifacts import atomic_path, write_text
+from pipeline.artifacts import save_figure, write_csv
 
 LAYER_COLUMNS = ("kernel", "ops", "target", "precision", "macs", "compute_cycles",
                  "memory_cycles", "overhead_cycles", "total_cycles", "bound", "dram_bytes",
@@ -51,17 +49,7 @@ def layer_rows(plan: dict[str, Any], tasks: list[Task]) -> list[dict[str, Any]]:
 
 
 def write_layers_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=LAYER_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    write_text(path, buf.getvalue())
-
-
-def _save(fig: plt.Figure, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    write_csv(path, rows, LAYER_COLUMNS)
 
 
 def plot_timeline(tasks: list[Task], path: Path, frequency_mhz: float, title: str) -> None:
@@ -80,7 +68,7 @@ def plot_timeline(tasks: list[Task], path: Path, frequency_mhz: float, title: st
     ax.legend(handles, list(COLOURS), loc="upper center", ncol=7, fontsize=7,
               bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.2))
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_roofline(plan: dict[str, Any], profile: HardwareProfile, path: Path) -> None:
@@ -110,7 +98,7 @@ def plot_roofline(plan: dict[str, Any], profile: HardwareProfile, path: Path) ->
                  f"{bw:.1f} B/cycle")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_layers(rows: list[dict[str, Any]], path: Path, top: int = 15) -> None:
@@ -129,7 +117,7 @@ def plot_layers(rows: list[dict[str, Any]], path: Path, top: int = 15) -> None:
     ax.set_title(f"top {len(rows)} kernels by time")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def breakdown_markdown(parts: dict[str, float]) -> str:

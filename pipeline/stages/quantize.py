@@ -3,8 +3,6 @@ accuracy report from onnxruntime runs on the configured data."""
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import shutil
 import tempfile
@@ -18,7 +16,7 @@ import onnx
 from omegaconf import DictConfig
 
 from pipeline import onnx_io
-from pipeline.artifacts import atomic_path, write_json, write_text
+from pipeline.artifacts import save_figure, write_csv, write_json
 from pipeline.datasets import loaders
 from pipeline.errors import UserError
 from pipeline.quantization import accuracy, schemes
@@ -60,12 +58,6 @@ def _target_met(metrics: dict, base: dict, target: DictConfig) -> bool:
     drop_pp = 100 * (base.get("accuracy_top1", base["top1_agreement"])
                      - metrics.get("accuracy_top1", metrics["top1_agreement"]))
     return drop_pp <= target.max_top1_drop
-
-
-def _save_png(fig, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 class QuantizeStage(Stage):
@@ -179,12 +171,7 @@ class QuantizeStage(Stage):
     def _layers_csv(rows: list[dict], path: Path) -> None:
         cols = ["layer", "op", "tensor", "cosine", "max_abs_error", "sqnr_db",
                 "isolated_cosine", "isolated_output_cosine"]
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n",
-                                extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-        write_text(path, buf.getvalue())
+        write_csv(path, rows, cols)
 
     @staticmethod
     def _plot_layers(rows: list[dict], path: Path) -> None:
@@ -201,7 +188,7 @@ class QuantizeStage(Stage):
         ax.set_title("per-layer quantization error")
         ax.legend()
         fig.tight_layout()
-        _save_png(fig, path)
+        save_figure(fig, path)
 
     @staticmethod
     def _plot_curve(curve: list[dict], q, path: Path) -> None:
@@ -217,4 +204,4 @@ class QuantizeStage(Stage):
         ax.set_ylabel(key)
         ax.set_title("automatic mixed precision")
         fig.tight_layout()
-        _save_png(fig, path)
+        save_figure(fig, path)

@@ -12,31 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from hardware.profile import profile_from_config
-from hardware.timeline import Task, critical_path, schedule
+from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import write_json, write_text
 from pipeline.errors import UserError
 from pipeline.simulator import report
 from pipeline.simulator.metrics import breakdown_ms, latency_metrics
-from pipeline.simulator.replay import FrameCosts, build
+from pipeline.simulator.replay import FrameCosts, build, dma_lane
 from pipeline.stages.base import Stage, StageInputs, StageResult
 
 log = logging.getLogger(__name__)
-
-
-def dma_lane(plan: dict, tasks: list[Task], double_buffering: bool) -> list[Task]:
-    """The DMA engine's busy time inside each NPU kernel, for the timeline: concurrent with
-    compute when double-buffered, ahead of it otherwise (the kernel's duration already
-    accounts for it, so these bars are shown, not scheduled)."""
-    by_name = {t.name: t for t in tasks}
-    out = []
-    for k in plan["kernels"]:
-        t, mem = by_name.get(k["name"]), k["cost"]["memory_cycles"]
-        if t is None or k["target"] != "npu" or not mem:
-            continue
-        start = t.start + (k["cost"]["overhead_cycles"] if double_buffering else 0)
-        out.append(Task(f"dma:{k['name']}", "npu.dma", mem, category="dma", start=start,
-                        end=start + mem))
-    return out
 
 
 class SimulateStage(Stage):
@@ -72,9 +56,6 @@ class SimulateStage(Stage):
         critical = set(critical_path(single))
         metrics["critical_path_kernels"] = sum(1 for i in critical
                                                if single[i].category in ("npu", "cpu_fallback"))
-        metrics["cold_start_ms"] = metrics["latency_ms"] + (
-            plan["memory"]["weight_bytes"] / (profile.dram.bandwidth_gbps * 1e6)
-            if plan["memory"]["weights"] == "resident" else 0.0)
         dma = dma_lane(plan, single, profile.dma.double_buffering)
         rows = report.layer_rows(plan, single)
         report.write_layers_csv(out_dir / "layers.csv", rows)
