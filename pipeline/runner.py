@@ -33,8 +33,10 @@ def stage_config(cfg: DictConfig, stage: Stage) -> DictConfig:
 
 
 def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
-              run_dir: Path, cache_root: Path | None = None) -> tuple[dict[str, Any], str]:
-    """Run (or restore from the cache) one stage; returns its metrics and hit/miss/off."""
+              run_dir: Path, cache_root: Path | None = None
+              ) -> tuple[dict[str, Any], str, float]:
+    """Run (or restore from the cache) one stage; returns its metrics, hit/miss/off and
+    its wall seconds."""
     final = run_dir / name
     tmp = run_dir / f".{name}.tmp-{os.getpid()}"
     for stale in run_dir.glob(f".{name}.tmp-*"):  # left by a killed run: never trusted
@@ -59,10 +61,10 @@ def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
                     cache.store(cache_root, name, key, tmp)
                 status = "miss" if cache_root else "off"
         replace_dir(tmp, final)
+        seconds = time.perf_counter() - start
         log.info("stage %s %s in %.2f s", name,
-                 "restored from cache" if status == "hit" else "done",
-                 time.perf_counter() - start)
-        return metrics, status
+                 "restored from cache" if status == "hit" else "done", seconds)
+        return metrics, status, seconds
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -73,6 +75,7 @@ def run_pipeline(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     inputs: StageInputs = {}
     metrics: dict[str, Any] = {}
     statuses: dict[str, str] = {}
+    seconds: dict[str, float] = {}
     cache_root = Path(cfg.run.cache_dir) if cfg.run.get("cache", False) else None
     columns = (TextColumn("[bold]{task.description}"), BarColumn(),
                TextColumn("{task.fields[stage]}"), TimeElapsedColumn())
@@ -80,11 +83,13 @@ def run_pipeline(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         task = progress.add_task("npuflow", total=len(chain), stage="")
         for name, stage in chain:
             progress.update(task, stage=name)
-            stage_metrics, statuses[name] = run_stage(name, stage, inputs, cfg, run_dir,
-                                                      cache_root)
+            stage_metrics, statuses[name], seconds[name] = run_stage(
+                name, stage, inputs, cfg, run_dir, cache_root)
             metrics.update(stage_metrics)
             inputs[name] = run_dir / name
             progress.advance(task)
     write_json(run_dir / METRICS_FILE, metrics)
-    write_json(run_dir / "cache.json", statuses)  # not in metrics: same config, same metrics
+    # kept out of metrics.json, which must be byte-identical for the same config
+    write_json(run_dir / "cache.json", statuses)
+    write_json(run_dir / "timings.json", {k: round(v, 4) for k, v in seconds.items()})
     return metrics

@@ -137,6 +137,9 @@ class CompileConfig:
         "epilogue": True, "residual": True, "gelu": True, "silu": True, "elementwise": True,
         "pool": False})
     placement: str = "greedy"  # greedy | optimal
+    # If/Loop/Scan: their bodies' cost depends on run-time data. error: stop naming the
+    # node; host: run them on the CPU with the body uncosted (listed in uncosted_ops)
+    control_flow: str = "error"
     tiling: TilingConfig = field(default_factory=TilingConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
 

@@ -30,3 +30,27 @@ def conv(c: int, h: int, n: int, k: int, stride: int = 1, pad: int = 0, group: i
     return one_node("Conv", {"x": [1, c, h, h]}, [1, n, out, out], {"w": w},
                     kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4,
                     group=group, dilations=[dilation, dilation])
+
+
+def if_model(path) -> None:
+    """A graph whose output depends on a data-dependent If (the control flow a static NPU
+    plan cannot cost): relu(x) if sum(x) > 0 else sigmoid(x)."""
+    import onnx
+    from onnx import TensorProto
+
+    def branch(op: str, out: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["x"], [out])], op.lower(), [],
+                                 [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 4])])
+
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum_1"),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="greater_1"),
+             helper.make_node("If", ["c"], ["y"], name="branch_1",
+                              then_branch=branch("Relu", "t"),
+                              else_branch=branch("Sigmoid", "e"))]
+    graph = helper.make_graph(
+        nodes, "if_net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)

@@ -20,6 +20,7 @@ from pipeline.compiler.report import compile_log
 from pipeline.errors import UserError
 from pipeline.zoo import ZOO
 from tests.conftest import CONF, error_lines, run_cli
+from tests.onnx_builders import if_model
 
 COMPILE_CFG = OmegaConf.load(CONF / "compile" / "default.yaml")
 
@@ -232,3 +233,25 @@ def test_sram_shortage_spills_and_is_reported():
     assert mem["spilled_to_dram"]
     assert mem["sram_arena_peak_bytes"] <= mem["activation_budget_bytes"]
     assert "spilled to DRAM" in compile_log(plan)
+
+
+def test_control_flow_stops_in_one_line_and_leaves_nothing_half_written(tmp_path):
+    if_model(tmp_path / "if.onnx")
+    common = ("model=onnx", f"model.path={tmp_path / 'if.onnx'}", "quant=none",
+              f"run.cache_dir={tmp_path / 'cache'}")
+    proc = run_cli(*common, f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = error_lines(proc)
+    assert "node 'branch_1' (If) is control flow" in line
+    assert "compile.control_flow=host" in line and "Traceback" not in proc.stderr
+    run = tmp_path / "run"
+    assert (run / "quantize").is_dir()  # the stages before compile completed
+    assert not (run / "compile").exists() and not (run / "metrics.json").exists()
+    assert not list(run.glob(".compile.tmp-*"))
+    assert not list((tmp_path / "cache" / "stages" / "compile").glob("*/COMPLETE"))
+
+    proc = run_cli(*common, "compile.control_flow=host", f"hydra.run.dir={tmp_path / 'host'}")
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads((tmp_path / "host" / "metrics.json").read_text())
+    assert metrics["uncosted_ops"] == ["branch_1"]
+    assert "branch_1" in metrics["fallback_ops"]

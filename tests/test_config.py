@@ -76,6 +76,9 @@ def test_missing_key_fails_after_compose_naming_the_key(tmp_path):
     (lambda p: p["dram"].pop("latency_ns"), "hardware.dram.latency_ns"),
     (lambda p: p["mac_array"].update(rows=0), "hardware.mac_array.rows"),
     (lambda p: p["dram"].update(bandwidth_gbps=-1), "hardware.dram.bandwidth_gbps"),
+    (lambda p: p["dram"].update(bandwidth_gbps=0), "hardware.dram.bandwidth_gbps"),
+    (lambda p: p["sram"].update(size_kb=0), "hardware.sram.size_kb"),
+    (lambda p: p["sram"].update(size_kb=-64), "hardware.sram.size_kb"),
 ])
 def test_cli_reports_profile_errors_in_one_line(tmp_path, edit, key):
     _write_profile(tmp_path, edit)

@@ -75,6 +75,17 @@ def test_missing_and_non_onnx_files(tmp_path):
     assert proc.returncode == 2 and "model.path" in error_lines(proc)[0]
 
 
+def test_truncated_onnx_file_is_one_line_and_leaves_no_export(tmp_path, light_model):
+    whole = light_model("squeezenet").read_bytes()
+    cut = tmp_path / "cut.onnx"
+    cut.write_bytes(whole[: len(whole) // 2])
+    proc = _export(tmp_path / "run", "model=onnx", f"model.path={cut}")
+    assert proc.returncode == 2
+    (line,) = error_lines(proc)
+    assert str(cut) in line and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run" / "export").exists()
+
+
 def test_op_onnxruntime_cannot_run_is_named(tmp_path):
     node = helper.make_node("FancyOp", ["x"], ["y"], name="fancy_1", domain="vendor.npu")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [1, 4])],

@@ -65,6 +65,10 @@ def test_same_config_gives_byte_identical_metrics(tmp_path):
     assert a == (tmp_path / "b" / "metrics.json").read_bytes()
     assert (tmp_path / "a" / "export" / "model.onnx").read_bytes() == (
         tmp_path / "b" / "export" / "model.onnx").read_bytes()
+    # wall times vary run to run, so they live beside metrics.json, never in it
+    timings = json.loads((tmp_path / "a" / "timings.json").read_text())
+    assert list(timings) == ["export"] and timings["export"] > 0
+    assert not any("second" in k or "time" in k for k in json.loads(a))
 
 
 def test_console_script_and_module_are_one_app(tmp_path):

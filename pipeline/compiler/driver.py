@@ -150,11 +150,29 @@ def _cost_dict(cost: KernelCost) -> dict[str, Any]:
             "unit": cost.unit}
 
 
+def control_flow_nodes(graph: Graph, policy: str) -> list[str]:
+    """Names of the If/Loop/Scan nodes, whose bodies the plan cannot cost: how many times a
+    Loop runs or which branch an If takes is decided by run-time data, and a static NPU
+    plan (like Vela's or RKNN's) has no place for it. ``policy='error'`` stops on the first
+    one; ``'host'`` lets them run on the CPU, with only their own I/O costed."""
+    if policy not in ("error", "host"):
+        raise UserError(f"compile.control_flow: must be 'error' or 'host', got {policy!r}")
+    nodes = [n for n in graph.nodes if n.subgraphs]
+    if nodes and policy == "error":
+        n = nodes[0]
+        raise UserError(
+            f"compile: node '{n.name}' ({n.op_type}) is control flow, whose cost depends on "
+            f"run-time data; export a static graph (fold or unroll it) or set "
+            f"compile.control_flow=host to run it on the CPU uncosted")
+    return [n.name for n in nodes]
+
+
 def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
                   quant_scheme: str, float_precision: str | None = None) -> dict[str, Any]:
     """``float_precision``: how float nodes compute; default from the quant scheme (a float
     graph compiled at the precision the quantize stage was asked for)."""
     float_precision = float_precision or SCHEME_PRECISION.get(quant_scheme, "fp32")
+    uncosted = control_flow_nodes(graph, cfg.get("control_flow", "error"))
     kernels = fuse(graph, _enabled_patterns(cfg))
     decisions = decide(kernels, graph, profile, float_precision)
     placement = place(decisions, graph, profile, cfg.placement)
@@ -214,6 +232,7 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
         "inputs": graph.inputs,
         "outputs": graph.outputs,
         "placement": {"mode": cfg.placement, **placement},
+        "uncosted_ops": uncosted,
         "kernels": out_kernels,
         "transfers": transfers,
         "buffers": [dataclasses.asdict(b) for b in buffers],

@@ -39,6 +39,9 @@ class CompileStage(Stage):
         kernels = plan["kernels"]
         npu = [k for k in kernels if k["target"] == "npu"]
         fallback = fallback_summary(plan)
+        if plan["uncosted_ops"]:
+            log.warning("control flow run on the CPU with its body uncosted: %s "
+                        "(latency and energy exclude it)", ", ".join(plan["uncosted_ops"]))
         log.info("compiled %d kernels: %d on NPU, %d on CPU (compile/plan.json, "
                  "compile/compile.log)", len(kernels), len(npu), len(kernels) - len(npu))
         return StageResult({
@@ -47,6 +50,7 @@ class CompileStage(Stage):
             "cpu_ops": sum(len(k["ops"]) for k in kernels if k["target"] == "cpu"),
             "fallback_ops": [op for k in kernels if k["target"] == "cpu" for op in k["ops"]],
             "fallback_kernels": fallback["cpu_kernels"],
+            "uncosted_ops": plan["uncosted_ops"],
             "peak_sram_bytes": plan["memory"]["sram_arena_peak_bytes"],
             "layout_conversions": sum(1 for t in plan["transfers"] if t["layout_conversion"]),
             "placement_greedy_cycles": round(plan["placement"]["greedy_cycles"]),
