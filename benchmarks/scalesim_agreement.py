@@ -20,21 +20,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import venv
-from pathlib import Path
 
 import numpy as np
+from _common import HERE, ensure_venv, write_result
 from onnx import helper, numpy_helper
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-from hardware.systolic import compute_cycles  # noqa: E402
-from ops.graph import from_onnx  # noqa: E402
-from ops.registry import work_of  # noqa: E402
+from hardware.systolic import compute_cycles
+from ops.graph import from_onnx
+from ops.registry import work_of
 
 VENV = HERE / ".venv-scalesim"
-RESULTS = HERE / "results" / "scalesim_agreement.json"
+PACKAGES = ["numpy<2.4", "scalesim"]
 
 # name, kind, conv (oh, kh, c, n, stride) | gemm (m, k, n); sizes from real networks.
 LAYERS = [
@@ -48,16 +44,6 @@ LAYERS = [
 ]
 ARRAYS = ((32, 32), (128, 128))
 DATAFLOWS = ("ws", "os", "is")
-
-
-def ensure_venv() -> Path:
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        print(f"creating {VENV} (scalesim, numpy<2.4) ...", file=sys.stderr)
-        venv.create(VENV, with_pip=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "numpy<2.4", "scalesim"],
-                       check=True)
-    return python
 
 
 def onnx_layer(kind: str, dims: tuple[int, ...]):
@@ -96,7 +82,7 @@ def run(quick: bool) -> list[dict]:
                 est = compute_cycles(gemm, rows, cols, df)
                 ours.append((est.cycles, time.perf_counter() - start, gemm))
                 jobs.append({**desc, "name": name, "rows": rows, "cols": cols, "dataflow": df})
-    python = ensure_venv()
+    python = ensure_venv(VENV, PACKAGES)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(jobs, f)
     out = subprocess.run([str(python), str(HERE / "_scalesim_worker.py"), f.name],
@@ -135,9 +121,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 layers, one array")
     args = parser.parse_args()
     rows = run(args.quick)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
-    print(markdown(rows))
+    text = markdown(rows)
+    write_result("scalesim_agreement", text, rows)
+    print(text)
     if max(r["rel_error"] for r in rows) > 0.01:
         sys.exit("FAIL: npuflow and SCALE-Sim differ by more than 1%")
 

@@ -11,3 +11,9 @@ class UserError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()))
+
+
+class PassNotApplicable(Exception):
+    """An optimize pass cannot handle this graph: it crashed, or its output is invalid or
+    uses op domains its input did not. The stage skips the pass on this model and reports
+    why; the model stays the verified one from before the pass."""

@@ -57,6 +57,24 @@ def _dynamic_axes(vi: onnx.ValueInfoProto) -> list[tuple[int, str]]:
             if not (d.HasField("dim_value") and d.dim_value > 0)]
 
 
+def _declare_static_outputs(model: onnx.ModelProto) -> None:
+    """Replace symbolic output declarations by the shapes onnxruntime computes for the
+    now-static input. Exporters write them for the dynamic model and sometimes get the
+    rank wrong (ddddocr's OCR model declares [1, seqlen] and returns [32, 1, 8210]);
+    onnxruntime only warns, but the checker's strict inference refuses the model."""
+    dynamic = [o for o in model.graph.output if _dynamic_axes(o)]
+    if not dynamic:
+        return
+    sess = onnx_io.session(model, where="model (static output shapes)")
+    outputs = onnx_io.run(sess, onnx_io.seeded_feeds(sess, 0), "model (static output shapes)")
+    actual = {o.name: out.shape for o, out in zip(sess.get_outputs(), outputs, strict=True)}
+    for out in dynamic:
+        shape = out.type.tensor_type.shape
+        del shape.dim[:]
+        for size in actual[out.name]:
+            shape.dim.add().dim_value = int(size)
+
+
 def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None) -> onnx.ModelProto:
     inputs = graph_inputs(model)
     if input_shape is not None:
@@ -82,6 +100,7 @@ def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None) -> o
             d.dim_value = int(value)
         # Intermediate value_info may still carry the symbolic dims: let inference redo them.
         del model.graph.value_info[:]
+        _declare_static_outputs(model)
     for vi in graph_inputs(model):
         dynamic = _dynamic_axes(vi)
         if dynamic:

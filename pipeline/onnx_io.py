@@ -46,7 +46,8 @@ def save_model(model: onnx.ModelProto, path: Path) -> None:
 def check_model(model: onnx.ModelProto, where: str) -> None:
     try:
         onnx.checker.check_model(model, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError,
+            ValueError) as exc:  # ValueError: a malformed proto (e.g. tensor data type 0)
         first = str(exc).strip().splitlines()[0]
         raise UserError(f"{where}: the ONNX checker rejects the model: {first}") from exc
 

@@ -109,6 +109,7 @@ class QuantConfig:
 class OptimizeConfig:
     passes: list[Any] = field(default_factory=list)  # names or {_target_: module.fn}
     tolerance: float = 1e-4  # max relative output error any pass may introduce
+    abs_tolerance: float = 1e-6  # ...unless the max absolute error is within float32 rounding
     max_rounds: int = 3  # repeat the list until node counts stop changing
     pad_channels_to: int = 0  # > 1: pad Conv output channels to this multiple (last pass)
 

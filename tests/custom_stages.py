@@ -47,3 +47,8 @@ def broken_pass(model):
     scaled = numpy_helper.from_array(numpy_helper.to_array(init) * np.float32(1.1), init.name)
     init.CopyFrom(scaled)
     return model
+
+
+def crashing_pass(model):
+    """A pass that cannot handle any graph: the stage must skip it, not stop."""
+    raise RuntimeError("pattern table overflow")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from tests.conftest import error_lines, run_cli
 
@@ -98,3 +99,20 @@ def test_op_onnxruntime_cannot_run_is_named(tmp_path):
     assert proc.returncode == 2
     (line,) = error_lines(proc)
     assert "FancyOp" in line and "fancy_1" in line and "Traceback" not in proc.stderr
+
+
+def test_a_wrong_symbolic_output_declaration_is_replaced_by_the_real_shape(tmp_path):
+    """ddddocr's OCR model declares its output [1, seqlen] and returns rank 3: onnxruntime
+    only warns, the strict checker refuses. Pinning the input must still export it."""
+    shape = numpy_helper.from_array(np.array([0, 2, 2], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_1")], "g",
+        [helper.make_tensor_value_info("x", 1, ["batch", 4])],
+        [helper.make_tensor_value_info("y", 1, ["batch", "seq"])], [shape])
+    path = tmp_path / "liar.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    proc = _export(tmp_path / "run", "model=onnx", f"model.path={path}",
+                   "model.input_shape=[1,4]")
+    assert proc.returncode == 0, proc.stderr
+    model = json.loads((tmp_path / "run" / "export" / "model.json").read_text())
+    assert model["outputs"][0]["shape"] == [1, 2, 2]

@@ -136,3 +136,45 @@ def test_pad_channels_keeps_the_function_by_zero_weights_or_a_slice():
     assert inits["w1"][0] == 64 and inits["w2"][:2] == [32, 64] and inits["b1"] == [64]
     assert [n.op_type for n in out.graph.node].count("Slice") == 1  # y is a graph output
     assert compare(out, feeds, expected, "pad").max_rel < 1e-5
+
+
+def test_a_pass_that_cannot_handle_the_graph_is_skipped_and_reported(tmp_path):
+    proc, out = _optimize(tmp_path, "model=digits_mlp",
+                          "optimize.passes=[{_target_: tests.custom_stages.crashing_pass, "
+                          "name: fragile}, remove_noops]", "run.cache=false")
+    assert proc.returncode == 0, proc.stderr
+    assert "optimize pass 'fragile' skipped on this model: RuntimeError: pattern table" \
+        in proc.stdout + proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["skipped"] == {"fragile": "RuntimeError: pattern table overflow"}
+    assert [p["pass"] for p in report["passes"]] == ["remove_noops"]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["optimize_skipped_passes"] == ["fragile"]
+
+
+def test_library_pass_may_keep_contrib_ops_the_model_came_with_but_not_add_them():
+    from pipeline.errors import PassNotApplicable
+    from pipeline.optimizer.library_passes import _portable
+
+    def model(domain):
+        node = helper.make_node("Relu" if not domain else "FusedGemm", ["x"], ["y"],
+                                domain=domain)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2])],
+                                  [helper.make_tensor_value_info("y", 1, [2])])
+        return helper.make_model(graph)
+
+    contrib = model("com.microsoft")
+    assert _portable(contrib, model("com.microsoft"), "slim") is not None
+    with pytest.raises(PassNotApplicable, match=r"pass 'slim' produced non-standard ops in "
+                                                r"domain.s. com.microsoft"):
+        _portable(model(""), contrib, "slim")
+
+
+def test_outputs_near_zero_everywhere_are_judged_by_the_rounding_floor():
+    from pipeline.optimizer.verify import Difference
+
+    # PP-OCRv4's text-detection map on random inputs peaks at 1.1e-5: folding BatchNorm
+    # moves it by 1.8e-7, a "relative" error of 1.6%
+    assert Difference(max_abs=1.8e-7, max_rel=0.0156).within(1e-4, 1e-6)
+    assert not Difference(max_abs=2e-3, max_rel=0.0156).within(1e-4, 1e-6)
+    assert Difference(max_abs=2e-3, max_rel=5e-5).within(1e-4, 1e-6)

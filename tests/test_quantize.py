@@ -113,3 +113,29 @@ def test_image_folder_is_preprocessed_once_for_calibration_and_eval(tmp_path):
     acc = json.loads((tmp_path / "r" / "quantize" / "accuracy.json").read_text())
     assert acc["calibration_samples"] == 2 and acc["eval_samples"] == 1
     assert acc["output_cosine"] > 0.99
+
+
+def test_a_model_quantized_before_npuflow_is_not_quantized_twice(tmp_path):
+    from onnx import helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc_1")], "fc",
+        [helper.make_tensor_value_info("x", 1, [1, 64])],
+        [helper.make_tensor_value_info("y", 1, [1, 32])], [w])
+    float_path, int8_path = tmp_path / "fc.onnx", tmp_path / "fc_int8.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              float_path)
+    quantize_dynamic(str(float_path), str(int8_path), weight_type=QuantType.QInt8)
+    common = ("model=onnx", f"model.path={int8_path}", "model.input_shape=null")
+    proc = run_cli(*common, "quant=int8", CHAIN, f"hydra.run.dir={tmp_path / 'a'}")
+    assert proc.returncode == 2
+    (line,) = error_lines(proc)
+    assert "the model is already quantized (DynamicQuantizeLinear, MatMulInteger)" in line
+    assert "quant=none" in line and not (tmp_path / "a" / "quantize").exists()
+    proc = run_cli(*common, "quant=none", f"hydra.run.dir={tmp_path / 'b'}")
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert "fc_1" in " ".join(metrics["fallback_ops"])  # MatMulInteger: no NPU spec

@@ -27,15 +27,21 @@ import tempfile
 import onnx
 import onnxruntime as ort
 
-from pipeline.errors import UserError
+from pipeline.errors import PassNotApplicable, UserError
 from pipeline.optimizer.graph_edit import drop_unused_opsets
 
 
-def _portable(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
-    foreign = sorted({n.domain for n in model.graph.node if n.domain not in ("", "ai.onnx")})
+def _foreign_domains(model: onnx.ModelProto) -> set[str]:
+    return {n.domain for n in model.graph.node if n.domain not in ("", "ai.onnx")}
+
+
+def _portable(before: onnx.ModelProto, model: onnx.ModelProto, name: str) -> onnx.ModelProto:
+    """Refuse a pass's output that uses op domains its input did not (a model that came
+    with contrib ops, e.g. onnxruntime's DynamicQuantizeLSTM, may keep them)."""
+    foreign = sorted(_foreign_domains(model) - _foreign_domains(before))
     if foreign:
-        raise UserError(f"optimize.passes: pass '{name}' produced non-standard ops in "
-                        f"domain(s) {', '.join(foreign)}; remove it from optimize.passes")
+        raise PassNotApplicable(f"pass '{name}' produced non-standard ops in domain(s) "
+                                f"{', '.join(foreign)}")
     return drop_unused_opsets(model)
 
 
@@ -44,7 +50,7 @@ def onnxslim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         out = onnxslim.slim(model)
-    return _portable(out, "onnxslim")
+    return _portable(model, out, "onnxslim")
 
 
 def ort_basic_pass(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -58,7 +64,7 @@ def ort_basic_pass(model: onnx.ModelProto) -> onnx.ModelProto:
         ort.InferenceSession(model.SerializeToString(), options,
                              providers=["CPUExecutionProvider"])
         out = onnx.load(path)
-    return _portable(out, "ort_basic")
+    return _portable(model, out, "ort_basic")
 
 
 def onnxsim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -70,5 +76,5 @@ def onnxsim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
 
     out, ok = onnxsim.simplify(model)
     if not ok:
-        raise UserError("optimize.passes: onnxsim could not validate its output")
-    return _portable(out, "onnxsim")
+        raise PassNotApplicable("onnxsim could not validate its output")
+    return _portable(model, out, "onnxsim")

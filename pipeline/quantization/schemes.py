@@ -55,6 +55,20 @@ class ListReader(CalibrationDataReader):
         return len(self._items)
 
 
+# ops that only a model quantized before npuflow saw it contains
+QUANTIZED_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+                 "QLinearMatMul", "ConvInteger", "MatMulInteger", "DynamicQuantizeLSTM")
+
+
+def refuse_prequantized(model: onnx.ModelProto, scheme: str) -> None:
+    """Calibrating a model that is already quantized would quantize twice (and
+    onnxruntime.quantization fails on such graphs): say so and point to quant=none."""
+    found = sorted({n.op_type for n in model.graph.node if n.op_type in QUANTIZED_OPS})
+    if found and scheme != "none":
+        raise UserError(f"quant.scheme={scheme}: the model is already quantized "
+                        f"({', '.join(found)}); use quant=none to compile it as shipped")
+
+
 def compute_nodes(model: onnx.ModelProto) -> list[str]:
     return [n.name for n in model.graph.node if n.op_type in COMPUTE_OPS]
 
@@ -122,13 +136,18 @@ def quantize_int(model_path: Path, out_path: Path, cache: Path, cfg: DictConfig,
     if cfg.tensor_overrides:
         extra["TensorQuantOverrides"] = {
             t: [{"quant_type": QTYPES[q]}] for t, q in cfg.tensor_overrides.items()}
-    quantize_static(
-        str(model_path), str(out_path), None, quant_format=QuantFormat.QDQ,
-        per_channel=bool(cfg.per_channel), activation_type=QTYPES[cfg.activation_type],
-        weight_type=QTYPES[cfg.weight_type], nodes_to_exclude=exclude,
-        nodes_to_quantize=only, calibration_cache_path=str(cache), extra_options=extra,
-        calibrate_method=METHODS[cfg.calibration.method],
-    )
+    try:
+        quantize_static(
+            str(model_path), str(out_path), None, quant_format=QuantFormat.QDQ,
+            per_channel=bool(cfg.per_channel), activation_type=QTYPES[cfg.activation_type],
+            weight_type=QTYPES[cfg.weight_type], nodes_to_exclude=exclude,
+            nodes_to_quantize=only, calibration_cache_path=str(cache), extra_options=extra,
+            calibrate_method=METHODS[cfg.calibration.method],
+        )
+    except (KeyError, ValueError, IndexError, TypeError, AttributeError) as exc:
+        raise UserError(f"quantize: onnxruntime.quantization failed on this graph "
+                        f"({type(exc).__name__}: {str(exc)[:160]}); quant=fp16 or "
+                        "quant.keep_float=[...] around the failing node may avoid it") from exc
 
 
 def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:

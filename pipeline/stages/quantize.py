@@ -68,6 +68,7 @@ class QuantizeStage(Stage):
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         q = cfg.quant
         model = schemes.named(onnx.load(latest_model(inputs)))
+        schemes.refuse_prequantized(model, q.scheme)
         data = loaders.load(cfg.data, _inputs(model))
         eval_feeds, cal_feeds = data.feeds("evaluation"), data.feeds("calibration")
         reference = accuracy.run_outputs(model, eval_feeds)
