@@ -10,19 +10,12 @@ nodes, worst max-abs error against the exported model, and the optimize wall tim
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import onnx
-from hydra import compose, initialize_config_dir
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-from pipeline.runner import run_pipeline  # noqa: E402
-from pipeline.schema import register_configs  # noqa: E402
+from _common import run_npuflow, write_result
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO = ["mobilenet_v2", "resnet18", "resnet50", "yolov5s", "bert_encoder", "digits_mlp"]
@@ -30,10 +23,8 @@ REAL = ["resnet50", "squeezenet", "densenet121", "inception_v2", "shufflenet", "
 
 
 def one(overrides: list[str], label: str, workdir: Path) -> str:
-    with initialize_config_dir(str(HERE.parent / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[*overrides, "stages.order=[export,optimize]"])
     start = time.perf_counter()
-    run_pipeline(cfg, workdir / label)
+    run_npuflow(workdir / label, *overrides, "stages.order=[export,optimize]")
     seconds = time.perf_counter() - start
     report = json.loads((workdir / label / "optimize" / "report.json").read_text())
     first = [p for p in report["passes"] if p["round"] == 1]
@@ -44,7 +35,6 @@ def one(overrides: list[str], label: str, workdir: Path) -> str:
 
 
 def main() -> None:
-    register_configs()
     lines = ["| model | nodes | round 1: nodes after each pass | final | max abs error | s |",
              "|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,8 +45,7 @@ def main() -> None:
             path = LIGHT / f"light_{name}.onnx"
             lines.append(one(["model=onnx", f"model.path={path}"], f"light_{name}", Path(tmp)))
             print(lines[-1], flush=True)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "optimize_models.md").write_text("\n".join(lines) + "\n")
+    write_result("optimize_models", "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -9,17 +9,10 @@ Top-1 on the 450-sample held-out split, every number from onnxruntime running th
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-from pipeline.runner import run_pipeline  # noqa: E402
-from pipeline.schema import register_configs  # noqa: E402
+from _common import run_npuflow, write_result
 
 CASES = [("fp32", ["quant=none"]), ("fp16", ["quant=fp16"])] + [
     (f"int8 {m} {'per-channel' if pc else 'per-tensor'}",
@@ -28,24 +21,19 @@ CASES = [("fp32", ["quant=none"]), ("fp16", ["quant=fp16"])] + [
 
 
 def main() -> None:
-    register_configs()
     lines = ["| scheme | top-1 | fp32 top-1 | top-1 agreement | output cosine | size bytes |",
              "|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, overrides) in enumerate(CASES):
-            with initialize_config_dir(str(HERE.parent / "conf"), version_base="1.3"):
-                cfg = compose("config", overrides=["model=digits_mlp", "data=digits",
-                                                   "stages.order=[export,optimize,quantize]",
-                                                   *overrides])
-            run_pipeline(cfg, Path(tmp) / str(i))
+            run_npuflow(Path(tmp) / str(i), "model=digits_mlp", "data=digits",
+                        "stages.order=[export,optimize,quantize]", *overrides)
             a = json.loads((Path(tmp) / str(i) / "quantize" / "accuracy.json").read_text())
             lines.append(f"| {label} | {100 * a['accuracy_top1']:.2f}% | "
                          f"{100 * a['accuracy_top1_float']:.2f}% | "
                          f"{100 * a['top1_agreement']:.2f}% | {a['output_cosine']:.6f} | "
                          f"{a['model_size_bytes']:,} |")
             print(lines[-1], flush=True)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "quant_digits.md").write_text("\n".join(lines) + "\n")
+    write_result("quant_digits", "\n".join(lines))
 
 
 if __name__ == "__main__":

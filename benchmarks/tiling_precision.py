@@ -11,24 +11,19 @@ Writes results/tiling_precision.md.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+from _common import REPO, write_result
 from omegaconf import OmegaConf
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+from hardware.profile import load_profile
+from hardware.timeline import schedule
+from ops.graph import from_onnx
+from pipeline.compiler.driver import compile_graph
+from pipeline.errors import UserError
+from pipeline.simulator.metrics import latency_metrics
+from pipeline.simulator.replay import FrameCosts, build
+from pipeline.zoo import ZOO
 
-from hardware.profile import load_profile  # noqa: E402
-from hardware.timeline import schedule  # noqa: E402
-from ops.graph import from_onnx  # noqa: E402
-from pipeline.compiler.driver import compile_graph  # noqa: E402
-from pipeline.errors import UserError  # noqa: E402
-from pipeline.simulator.metrics import latency_metrics  # noqa: E402
-from pipeline.simulator.replay import FrameCosts, build  # noqa: E402
-from pipeline.zoo import ZOO  # noqa: E402
-
-CONF = HERE.parent / "conf"
+CONF = REPO / "conf"
 BASE = OmegaConf.load(CONF / "compile" / "default.yaml")
 
 
@@ -82,8 +77,7 @@ def main() -> None:
     out += precision_table("resnet18", ("rk3588", "nvdla_full"))
     out += precision_table("mobilenet_v2", ("rk3588", "nvdla_full"))
     text = "\n".join(out)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "tiling_precision.md").write_text(text + "\n")
+    write_result("tiling_precision", text)
     print(text)
 
 

