@@ -3,6 +3,7 @@ in-process, reference tools in venvs of their own, and writing results/ files.""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import platform
@@ -52,6 +53,13 @@ def ensure_venv(path: Path, packages: list[str]) -> Path:
         venv.create(path, with_pip=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
     return python
+
+
+def quick_flag(doc: str, smaller: str) -> bool:
+    """Parse the one option most benchmarks take: ``--quick`` (``smaller`` says how)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=smaller)
+    return parser.parse_args().quick
 
 
 def machine() -> str:

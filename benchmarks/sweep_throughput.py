@@ -11,7 +11,6 @@ from each job's ``cache.json``. Writes results/sweep_throughput.{md,json}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import REPO, write_result
+from _common import REPO, quick_flag, write_result
 
 GRID = ["model=mobilenet_v2", "hardware=rk3588", "compile.tiling.mode=fixed",
         "compile.tiling.tile_m=16,32,64,128", "compile.tiling.tile_n=16,64",
@@ -67,10 +66,8 @@ def markdown(rows: list[dict], grid: list[str]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="4 points")
-    args = parser.parse_args()
-    grid = QUICK if args.quick else GRID
+    quick = quick_flag(__doc__, "4 points")
+    grid = QUICK if quick else GRID
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         rows = [sweep("cold, sequential", grid, root / "cold", root / "cache"),

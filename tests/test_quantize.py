@@ -88,12 +88,17 @@ def _npy_folder(tmp_path, arrays):
 ])
 def test_bad_calibration_data_stops_with_one_line(tmp_path, arrays, message):
     folder = _npy_folder(tmp_path, arrays)
+    cache = tmp_path / "cache"
     proc = run_cli("model=digits_mlp", "data=synthetic", "data.kind=npy",
-                   f"data.path={folder}", "quant=int8", CHAIN, f"hydra.run.dir={tmp_path / 'r'}")
+                   f"data.path={folder}", "quant=int8", CHAIN, f"hydra.run.dir={tmp_path / 'r'}",
+                   f"run.cache_dir={cache}")
     assert proc.returncode == 2
     (line,) = error_lines(proc)
     assert message in line
     assert not (tmp_path / "r" / "quantize").exists()
+    assert list((cache / "stages" / "optimize").glob("*/COMPLETE"))  # upstream was cached
+    assert not list((cache / "stages" / "quantize").glob("*/COMPLETE"))
+    assert not list(cache.rglob("*.tmp-*"))
 
 
 def test_image_folder_is_preprocessed_once_for_calibration_and_eval(tmp_path):
@@ -139,3 +144,27 @@ def test_a_model_quantized_before_npuflow_is_not_quantized_twice(tmp_path):
     assert proc.returncode == 0, proc.stderr
     metrics = json.loads((tmp_path / "b" / "metrics.json").read_text())
     assert "fc_1" in " ".join(metrics["fallback_ops"])  # MatMulInteger: no NPU spec
+
+
+def test_fp16_conversion_of_an_optimized_graph_with_resize_runs_in_onnxruntime():
+    """onnxslim (the default optimize pass) leaves value_info behind; with it,
+    onnxconverter-common produced a model onnxruntime refused (yolov5s: the Cast after
+    the fp32 Resize of a top-down path)."""
+    import onnxruntime as ort
+
+    from pipeline.optimizer.library_passes import onnxslim_pass
+    from pipeline.quantization.schemes import to_fp16
+    from pipeline.zoo.builder import GraphBuilder
+
+    g = GraphBuilder("top_down", seed=0)
+    a = g.conv(g.input("x", (1, 3, 8, 8)), 4, 3, 1)
+    up = g.resize_nearest(g.conv(a, 4, 3, 2), 2)
+    g.output(g.conv(g.concat([up, a]), 4, 3, 1))
+    model = onnxslim_pass(g.build())
+    half = to_fp16(model)
+    sess = ort.InferenceSession(half.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = {"x": np.random.default_rng(0).random((1, 3, 8, 8)).astype(np.float32)}
+    got, want = sess.run(None, feed)[0], ref.run(None, feed)[0]
+    assert got.dtype == np.float32 and got.shape == (1, 4, 8, 8)
+    assert np.max(np.abs(got - want)) < 1e-2 * np.max(np.abs(want))

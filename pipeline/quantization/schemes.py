@@ -151,6 +151,13 @@ def quantize_int(model_path: Path, out_path: Path, cache: Path, cfg: DictConfig,
 
 
 def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """fp16 weights and activations, fp32 graph I/O. The intermediate value_info (which
+    the optimizer's shape inference leaves behind) is dropped first: onnxconverter-common
+    keeps it stale around the ops it leaves in fp32 (Resize), and onnxruntime then refuses
+    the Cast it inserted after them (seen on yolov5s)."""
     from onnxconverter_common import float16
 
-    return float16.convert_float_to_float16(model, keep_io_types=True)
+    stripped = onnx.ModelProto()
+    stripped.CopyFrom(model)
+    del stripped.graph.value_info[:]
+    return float16.convert_float_to_float16(stripped, keep_io_types=True)
