@@ -165,8 +165,8 @@ def _fuse(model: onnx.ModelProto, op: str, match) -> onnx.ModelProto:
     g = model.graph
     replace = _has_op(op, opset(model))
     done: set[str] = set()
+    cons = consumers(g)  # rebuilt only when a fusion rewires the graph: O(n), not O(n^2)
     for node in list(g.node):
-        cons = consumers(g)
         chain = match(node, cons)
         if not chain or any(n.output[0] in done for n in chain):
             continue
@@ -178,6 +178,7 @@ def _fuse(model: onnx.ModelProto, op: str, match) -> onnx.ModelProto:
             for n in chain:
                 g.node.remove(n)
             g.node.insert(index, fused)
+            cons = consumers(g)
         else:
             for n in chain:
                 n.doc_string = f"{PATTERN_TAG}{op}"
