@@ -107,7 +107,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| model | series | ONNX nodes | after optimize | kernels | compile s | "
-             "simulate s | optimize s | whole pipeline s |", "|---|---|---|---|---|---|---|---|---|"]
+             "simulate s | optimize s | whole pipeline s |", "|---" * 9 + "|"]
     for r in sorted(rows, key=lambda r: (r["series"], r["kernels"])):
         lines.append(f"| {r['model']} | {r['series']} | {r['nodes']:,} | {r['nodes_after']:,} "
                      f"| {r['kernels']:,} | {r['compile_s']:.3f} | {r['simulate_s']:.3f} | "
