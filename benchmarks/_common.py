@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -63,7 +64,6 @@ def quick_flag(doc: str, smaller: str) -> bool:
 
 
 def machine() -> str:
-    import os
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 

@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 
 import zigzag
 from zigzag.api import get_hardware_performance_zigzag
@@ -60,8 +61,7 @@ def main() -> None:
             "memory_energy_pj": float(cme.mem_energy), "dram_bytes": dram_bytes(cme),
             "spatial_mapping": str(cme.layer.spatial_mapping),
         })
-    print(json.dumps({"seconds": seconds, "zigzag": zigzag.__version__
-                      if hasattr(zigzag, "__version__") else "3.9", "layers": layers}))
+    print(json.dumps({"seconds": seconds, "zigzag": version("zigzag-dse"), "layers": layers}))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from onnxruntime.quantization import (
 )
 from onnxruntime.quantization.calibrate import save_tensors_data
 
+from ops.graph import QDQ_OPS
 from pipeline import onnx_io
 from pipeline.errors import UserError
 
@@ -56,8 +57,8 @@ class ListReader(CalibrationDataReader):
 
 
 # ops that only a model quantized before npuflow saw it contains
-QUANTIZED_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
-                 "QLinearMatMul", "ConvInteger", "MatMulInteger", "DynamicQuantizeLSTM")
+QUANTIZED_OPS = (*QDQ_OPS, "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
+                 "ConvInteger", "MatMulInteger", "DynamicQuantizeLSTM")
 
 
 def refuse_prequantized(model: onnx.ModelProto, scheme: str) -> None:
@@ -144,7 +145,7 @@ def quantize_int(model_path: Path, out_path: Path, cache: Path, cfg: DictConfig,
             nodes_to_quantize=only, calibration_cache_path=str(cache), extra_options=extra,
             calibrate_method=METHODS[cfg.calibration.method],
         )
-    except (KeyError, ValueError, IndexError, TypeError, AttributeError) as exc:
+    except (KeyError, ValueError, IndexError) as exc:  # its lookups on graphs it cannot handle
         raise UserError(f"quantize: onnxruntime.quantization failed on this graph "
                         f"({type(exc).__name__}: {str(exc)[:160]}); quant=fp16 or "
                         "quant.keep_float=[...] around the failing node may avoid it") from exc
