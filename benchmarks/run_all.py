@@ -27,6 +27,13 @@ LEDGER = RESULTS / "run_all.json"  # the last run of each benchmark: exit, time,
 
 # (name, title, what it answers, accepts --quick)
 BENCHMARKS = [
+    ("silicon_agreement", "Whole networks vs published silicon",
+     "Does npuflow's whole-network latency hold against real boards (RK3588, Coral Edge "
+     "TPU) and Arm's Vela, on the published pairs in benchmarks/silicon/published.yaml?",
+     False),
+    ("vela_compare", "Per layer vs Arm Vela on Ethos-U55",
+     "MLPerf Tiny's ResNet-8 and ad01: Vela 5.2.0's cycles next to npuflow's, layer by "
+     "layer, and why they differ.", False),
     ("scalesim_agreement", "Systolic compute cycles vs SCALE-Sim",
      "Do npuflow's compute cycles agree with the reference cycle-level simulator, and how "
      "much faster are they to get?", True),

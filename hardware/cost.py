@@ -4,8 +4,13 @@ This composes the unit models (``systolic``, ``vector``, ``memory``, ``host``, `
 for the :class:`~ops.work.Work` an op spec reports. ``compute_cycles`` is the MAC-array or
 vector-unit time with ideal memory; ``memory_cycles`` the DMA time of the DRAM traffic the
 tiling implies; ``total_cycles`` combines them (overlapped with double buffering) and adds
-the kernel launch. Two physical bounds hold by construction and are tested as properties:
-total >= MACs / peak MACs per cycle, and total >= compulsory DRAM bytes / bandwidth.
+the kernel launch. Every operand byte also crosses the SRAM port once, so a kernel never
+beats its external bytes / SRAM bandwidth either (on a micro NPU such as Ethos-U, whose
+"SRAM" is system SRAM behind a 64-bit AXI port, that bound decides elementwise passes).
+Depthwise convolutions run where the profile's ``mac_array.depthwise`` says
+(``hardware/depthwise.py``). Two physical bounds hold by construction and are tested as
+properties: total >= MACs / peak MACs per cycle, and total >= compulsory DRAM bytes /
+bandwidth.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from dataclasses import dataclass
 
 from hardware import energy as energy_model
 from hardware import host as host_model
+from hardware.depthwise import engine_cycles, engine_efficiency
 from hardware.memory import (
     OperandBytes,
     Tiling,
+    exposed_latencies,
     gemm_traffic,
     overlap,
     sram_footprint,
@@ -52,6 +59,7 @@ class KernelCost:
     energy_pj: float  # dynamic energy; static power is charged over the timeline
     mapping_efficiency: float = 1.0
     sram_footprint: int = 0
+    weight_dram_bytes: int = 0  # the part of dram_bytes that is weights
 
     @property
     def bound(self) -> str:
@@ -74,8 +82,29 @@ def default_tiling(gemm: GemmShape) -> Tiling:
     return Tiling(gemm.m, gemm.n, gemm.k, "mnk")
 
 
+def sram_port_cycles(work: Work, precision: str, profile: HardwareProfile) -> int:
+    """Every external operand byte (input, weights, output) crosses the SRAM port once."""
+    act_w, wt_w, _ = WIDTHS[precision]
+    nbytes = (work.input_elems + work.output_elems) * act_w + work.weight_elems * wt_w
+    return math.ceil(nbytes / profile.sram.bandwidth_bytes_per_cycle)
+
+
+def operand_bytes(work: Work, precision: str, a_in_dram: bool, c_to_dram: bool,
+                  weight_bytes: int | None) -> OperandBytes:
+    """Compulsory DRAM bytes per operand; ``weight_bytes`` overrides the weights' (0 when
+    they are resident in SRAM, the compressed size when the profile compresses them)."""
+    act_w, wt_w, acc_w = WIDTHS[precision]
+    return OperandBytes(
+        a=work.input_elems * act_w if a_in_dram else 0,
+        b=work.weight_elems * wt_w if weight_bytes is None else weight_bytes,
+        c=work.output_elems * act_w if c_to_dram else 0,
+        acc_width=acc_w,
+        c_elems=work.output_elems,
+    )
+
+
 def _array_cost(work: Work, precision: str, profile: HardwareProfile, tiling: Tiling | None,
-                a_in_dram: bool, c_to_dram: bool) -> KernelCost:
+                a_in_dram: bool, c_to_dram: bool, weight_bytes: int | None) -> KernelCost:
     assert work.gemm is not None
     gemm = work.gemm
     arr = profile.mac_array
@@ -83,18 +112,15 @@ def _array_cost(work: Work, precision: str, profile: HardwareProfile, tiling: Ti
     est = compute_cycles(gemm, arr.rows, arr.cols, arr.dataflow,
                          getattr(arr.throughput, precision))
     tiling = tiling or default_tiling(gemm)
-    sizes = OperandBytes(
-        a=work.input_elems * act_w if a_in_dram else 0,
-        b=work.weight_elems * wt_w,
-        c=work.output_elems * act_w if c_to_dram else 0,
-        acc_width=acc_w,
-        c_elems=work.output_elems,
-    )
+    sizes = operand_bytes(work, precision, a_in_dram, c_to_dram, weight_bytes)
     traffic = gemm_traffic(gemm, tiling, sizes)
     bw, lat = bytes_per_cycle(profile), latency_cycles(profile)
-    memory = transfer_cycles(traffic.total, traffic.bursts, bw, lat)
+    memory = transfer_cycles(traffic.total, exposed_latencies(traffic,
+                                                              profile.dma.double_buffering),
+                             bw, lat)
     body = overlap(est.cycles, memory, profile.dma.double_buffering,
                    memory // max(traffic.bursts, 1))
+    body = max(body, sram_port_cycles(work, precision, profile))
     acc = sram_accesses(gemm, arr.rows, arr.cols, arr.dataflow)
     sram = acc.ifmap_reads * act_w + acc.filter_reads * wt_w + acc.ofmap_writes * acc_w
     footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w, profile.dma.double_buffering)
@@ -106,51 +132,62 @@ def _array_cost(work: Work, precision: str, profile: HardwareProfile, tiling: Ti
         energy_pj=energy_model.dynamic_energy_pj(work.macs, precision, sram, traffic.total,
                                                  profile.energy),
         mapping_efficiency=est.mapping_efficiency, sram_footprint=footprint,
+        weight_dram_bytes=traffic.b,
     )
 
 
 def _streaming_cost(work: Work, precision: str, profile: HardwareProfile, a_in_dram: bool,
-                    c_to_dram: bool) -> KernelCost:
-    """Vector and copy kernels stream their operands once: traffic is compulsory."""
-    act_w, wt_w, _ = WIDTHS[precision]
-    dram = (work.input_elems * act_w if a_in_dram else 0) + work.weight_elems * wt_w + \
-        (work.output_elems * act_w if c_to_dram else 0)
-    sram = (work.input_elems + work.output_elems) * act_w + work.weight_elems * wt_w
+                    c_to_dram: bool, weight_bytes: int | None, depthwise_engine: bool = False
+                    ) -> KernelCost:
+    """Vector, copy and depthwise-engine kernels stream their operands once: traffic is
+    compulsory."""
+    act_w, _, _ = WIDTHS[precision]
+    sizes = operand_bytes(work, precision, a_in_dram, c_to_dram, weight_bytes)
+    dram = sizes.a + sizes.b + sizes.c
+    sram = (work.input_elems + work.output_elems) * act_w + sizes.b
+    unit, efficiency = work.unit, 1.0
     if work.unit == FREE:
         compute = 0
         dram = sram = 0
     elif work.unit == MEMORY:
         compute = copy_cycles(work.output_elems * act_w, profile.sram.bandwidth_bytes_per_cycle)
+    elif depthwise_engine:
+        assert work.gemm is not None
+        mode = profile.mac_array.depthwise
+        compute = engine_cycles(work.gemm, mode,
+                                getattr(profile.mac_array.throughput, precision))
+        efficiency = engine_efficiency(work.gemm, mode)
     else:
+        unit = VECTOR
         ops = work.vector_ops + (work.macs if work.unit == ARRAY else 0)
         compute = vector_cycles(ops, profile.vector_unit.lanes)
-    bursts = (1 if a_in_dram else 0) + (1 if c_to_dram else 0) + (1 if work.weight_elems else 0)
-    memory = transfer_cycles(dram, bursts if dram else 0, bytes_per_cycle(profile),
-                             latency_cycles(profile))
+    streams = sum(1 for x in (sizes.a, sizes.b, sizes.c) if x)
+    memory = transfer_cycles(dram, streams, bytes_per_cycle(profile), latency_cycles(profile))
     dispatch = 0 if work.unit == FREE else profile.dispatch_cycles
-    body = overlap(compute, memory, profile.dma.double_buffering, memory // max(bursts, 1))
+    body = overlap(compute, memory, profile.dma.double_buffering, memory // max(streams, 1))
+    if work.unit != FREE:
+        body = max(body, sram_port_cycles(work, precision, profile))
     return KernelCost(
-        unit=VECTOR if work.unit == ARRAY else work.unit, precision=precision,
+        unit=unit, precision=precision,
         macs=work.macs, compute_cycles=compute,
         memory_cycles=memory, overhead_cycles=dispatch, total_cycles=body + dispatch,
         dram_bytes=dram, compulsory_dram_bytes=dram, sram_bytes=sram,
         energy_pj=energy_model.dynamic_energy_pj(work.macs, precision, sram, dram,
                                                  profile.energy),
+        mapping_efficiency=efficiency, weight_dram_bytes=sizes.b if dram else 0,
     )
 
 
 def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
                 objective: str = "cycles", a_in_dram: bool = True, c_to_dram: bool = True,
-                sram_bytes: int | None = None) -> TilingChoice:
+                sram_bytes: int | None = None, weight_bytes: int | None = None
+                ) -> TilingChoice:
     """The best tiling of an array kernel within the SRAM budget (default: all of it)."""
     assert work.gemm is not None
     g, arr = work.gemm, profile.mac_array
     act_w, wt_w, acc_w = WIDTHS[precision]
     est = compute_cycles(g, arr.rows, arr.cols, arr.dataflow, getattr(arr.throughput, precision))
-    sizes = OperandBytes(a=work.input_elems * act_w if a_in_dram else 0,
-                         b=work.weight_elems * wt_w,
-                         c=work.output_elems * act_w if c_to_dram else 0,
-                         acc_width=acc_w, c_elems=work.output_elems)
+    sizes = operand_bytes(work, precision, a_in_dram, c_to_dram, weight_bytes)
     budget = int(profile.sram.size_kb * 1024) if sram_bytes is None else sram_bytes
     return search(g.m, g.n, g.k, g.groups, sizes, act_w, wt_w, acc_w, budget,
                   profile.dma.double_buffering, bytes_per_cycle(profile),
@@ -160,15 +197,21 @@ def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
 
 def npu_kernel_cost(work: Work, precision: str, profile: HardwareProfile,
                     tiling: Tiling | None = None, a_in_dram: bool = True,
-                    c_to_dram: bool = True, on_vector: bool = False) -> KernelCost:
+                    c_to_dram: bool = True, depthwise: bool = False,
+                    weight_bytes: int | None = None) -> KernelCost:
     """Cost of one kernel on the NPU. ``a_in_dram`` / ``c_to_dram`` say whether the input
     is read from / the output written to DRAM (False when the compiler keeps it in SRAM);
-    ``on_vector`` runs an array op on the vector unit (depthwise on some NPUs)."""
+    ``depthwise`` marks a depthwise convolution, which runs where
+    ``mac_array.depthwise.unit`` says; ``weight_bytes`` overrides the weights' DRAM bytes
+    (0: resident in SRAM; compressed size)."""
     if precision not in WIDTHS:
         raise ValueError(f"unknown precision {precision!r}")
-    if work.unit == ARRAY and not on_vector:
-        return _array_cost(work, precision, profile, tiling, a_in_dram, c_to_dram)
-    return _streaming_cost(work, precision, profile, a_in_dram, c_to_dram)
+    unit = profile.mac_array.depthwise.unit if depthwise else "array"
+    if work.unit == ARRAY and unit == "array":
+        return _array_cost(work, precision, profile, tiling, a_in_dram, c_to_dram,
+                           weight_bytes)
+    return _streaming_cost(work, precision, profile, a_in_dram, c_to_dram, weight_bytes,
+                           depthwise_engine=work.unit == ARRAY and unit == "engine")
 
 
 def host_kernel_cost(work: Work, profile: HardwareProfile, precision: str = "fp32"

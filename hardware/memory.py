@@ -12,7 +12,11 @@ can evaluate thousands of times per compile. The model is the classic loop-nest 
   re-fetches the operand. Traffic = compulsory bytes x product of those trip counts.
 - The output, indexed by (m, n), is accumulated in SRAM while k runs inside it; each trip
   of k outside it spills the partial sums (write + read back at accumulator width).
-- A tile transfer is one DMA burst and pays the DRAM latency once.
+- A tile transfer is one DMA burst. Only operands that move bytes issue bursts (an
+  operand kept in SRAM costs no DRAM latency). With double buffering the DMA engine issues
+  the next tile's request while the current one transfers, so the latency of a stream is
+  exposed once (:func:`exposed_latencies`); with a single buffer every burst waits for its
+  own latency before compute can use it.
 
 Halo re-reads of spatially tiled convolutions are ignored (at most (k - 1) / tile rows
 extra); the compulsory input bytes are the real tensor, not its im2col expansion.
@@ -60,10 +64,17 @@ class Traffic:
     b: int
     c: int
     bursts: int
+    streams: int = 0  # operands that move DRAM bytes (each a pipelined burst stream)
 
     @property
     def total(self) -> int:
         return self.a + self.b + self.c
+
+
+def exposed_latencies(traffic: Traffic, double_buffering: bool) -> int:
+    """DRAM latencies on the kernel's time: one per stream when the DMA prefetches
+    (double buffering), one per burst when each burst is waited for."""
+    return traffic.streams if double_buffering else traffic.bursts
 
 
 def trip_counts(gemm: GemmShape, tiling: Tiling) -> dict[str, int]:
@@ -92,10 +103,12 @@ def gemm_traffic(gemm: GemmShape, tiling: Tiling, sizes: OperandBytes) -> Traffi
     fb = refetch_factor(tiling.order, "b", trips)
     fc = refetch_factor(tiling.order, "c", trips)
     spill = (fc - 1) * 2 * sizes.c_elems * sizes.acc_width
+    a, b, c = sizes.a * fa, sizes.b * fb, sizes.c + spill
     tiles = {"a": trips["m"] * trips["k"], "b": trips["k"] * trips["n"],
              "c": trips["m"] * trips["n"]}
-    bursts = (tiles["a"] * fa + tiles["b"] * fb + tiles["c"] * (2 * fc - 1)) * gemm.groups
-    return Traffic(a=sizes.a * fa, b=sizes.b * fb, c=sizes.c + spill, bursts=bursts)
+    bursts = ((tiles["a"] * fa if a else 0) + (tiles["b"] * fb if b else 0)
+              + (tiles["c"] * (2 * fc - 1) if c else 0)) * gemm.groups
+    return Traffic(a=a, b=b, c=c, bursts=bursts, streams=sum(1 for x in (a, b, c) if x))
 
 
 def sram_footprint(tiling: Tiling, gemm: GemmShape, in_width: int, w_width: int,

@@ -42,12 +42,60 @@ class PerPrecision:
 
 
 @dataclass
+class DepthwiseMode:
+    """How the NPU runs a depthwise convolution (one input channel per output channel).
+
+    ``unit``: ``array`` runs one small GEMM per channel on the systolic array (SCALE-Sim's
+    mapping, fill and drain per channel); ``vector`` runs it on the vector unit, one MAC per
+    lane per cycle; ``engine`` is the channel-parallel mode of the MAC engine that NPUs
+    built for MobileNets have: ``channels`` channels x ``pixels`` output pixels at once,
+    ``taps`` kernel taps per step of ``step_cycles`` cycles (Vela's Ethos-U55-256 model:
+    a 2x2x8 output micro-block, 4 taps per 4 cycles, i.e. channels 8, pixels 4, taps 4,
+    step_cycles 4; ``hardware/depthwise.py``)."""
+
+    unit: str = "array"  # array | vector | engine
+    channels: int = 1
+    pixels: int = 1
+    taps: int = 1
+    step_cycles: int = 1
+
+
+@dataclass
 class MacArray:
     rows: int = MISSING
     cols: int = MISSING
     dataflow: str = MISSING  # ws | os | is (weight-, output-, input-stationary)
     throughput: PerPrecision = field(default_factory=PerPrecision)
-    depthwise: str = "array"  # array | vector: where depthwise convolutions run
+    depthwise: DepthwiseMode = field(default_factory=DepthwiseMode)
+
+
+@dataclass
+class Epilogue:
+    """What the array's output stage applies to a result on its way out, at no cost.
+
+    An activation listed here fuses into the producing Conv/Gemm; one that is not runs as
+    its own vector (LUT) pass, as RKNN runs SiLU and Vela runs what the output stage lacks.
+    ``residual_add``: the output stage can add a second tensor (a ResNet shortcut) while
+    writing; when false the Add is its own elementwise pass (Vela on Ethos-U)."""
+
+    activations: list[str] = field(default_factory=lambda: ["Relu", "Clip"])
+    residual_add: bool = False
+
+
+@dataclass
+class Weights:
+    """Where parameters live between inferences, and how they move.
+
+    ``cache_kb``: how much of the on-chip SRAM may keep parameters across inferences (the
+    Edge TPU caches them in its 8 MB); the compiler fills it in execution order, never
+    beyond what the activation arena leaves, and the rest stream from DRAM every
+    inference. 0: every weight streams every inference (RKNN; Vela's
+    Shared_Sram mode with weights in flash). ``compression``: ``entropy``
+    moves weights as an entropy-coded stream (Vela's weight compressor); the bytes are the
+    weights' measured Shannon entropy (``hardware/compression.py``)."""
+
+    cache_kb: float = 0.0
+    compression: str = "none"  # none | entropy
 
 
 @dataclass
@@ -106,6 +154,9 @@ class HardwareProfile:
     dram: Dram = field(default_factory=Dram)
     dma: Dma = field(default_factory=Dma)
     dispatch_cycles: int = MISSING
+    multicore_ops: list[str] | None = None  # op types split across cores (None: all)
+    epilogue: Epilogue = field(default_factory=Epilogue)
+    weights: Weights = field(default_factory=Weights)
     layout: str = "NHWC"
     channel_alignment: int = 1
     ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # op type -> limits
@@ -133,8 +184,13 @@ _POSITIVE = (
     "host.bandwidth_gbps",
     "link.bandwidth_gbps",
     "channel_alignment",
+    "mac_array.depthwise.channels",
+    "mac_array.depthwise.pixels",
+    "mac_array.depthwise.taps",
+    "mac_array.depthwise.step_cycles",
 )
 _NON_NEGATIVE = (
+    "weights.cache_kb",
     "dram.latency_ns",
     "dispatch_cycles",
     "link.sync_us",
@@ -144,7 +200,8 @@ _NON_NEGATIVE = (
 )
 _CHOICES = {
     "mac_array.dataflow": DATAFLOWS,
-    "mac_array.depthwise": ("array", "vector"),
+    "mac_array.depthwise.unit": ("array", "vector", "engine"),
+    "weights.compression": ("none", "entropy"),
     "layout": LAYOUTS,
     "host.layout": LAYOUTS,
 }
@@ -174,6 +231,12 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
         for f in fields(values):
             if getattr(values, f.name) < 0:
                 raise ProfileError(f"{prefix}.{group}.{f.name}", "must be >= 0")
+    dw = profile.mac_array.depthwise
+    if dw.unit == "engine" and dw.channels * dw.pixels * dw.taps / dw.step_cycles > \
+            profile.mac_array.rows * profile.mac_array.cols:
+        raise ProfileError(f"{prefix}.mac_array.depthwise",
+                           "the depthwise engine cannot do more MACs per cycle (channels x "
+                           "pixels x taps / step_cycles) than the array has PEs")
     if not any(getattr(profile.mac_array.throughput, p) > 0 for p in PRECISIONS):
         raise ProfileError(f"{prefix}.mac_array.throughput", "no precision runs on the array")
     for op, limits in profile.ops.items():

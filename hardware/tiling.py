@@ -50,10 +50,15 @@ def search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, 
     best: tuple | None = None
     for oi, order in enumerate(orders):
         fa, fb, fc = (refetch_factor(order, x, trips) for x in "abc")
-        traffic = sizes.a * fa + sizes.b * fb + sizes.c + (fc - 1) * 2 * sizes.c_elems * acc_w
-        bursts = (trips["m"] * trips["k"] * fa + trips["k"] * trips["n"] * fb
-                  + trips["m"] * trips["n"] * (2 * fc - 1)) * groups
-        memory = np.ceil(traffic / bytes_per_cycle + bursts * latency_cycles)
+        spill = (fc - 1) * 2 * sizes.c_elems * acc_w
+        traffic = sizes.a * fa + sizes.b * fb + sizes.c + spill
+        c_moves = (sizes.c + spill) > 0
+        bursts = ((trips["m"] * trips["k"] * fa if sizes.a else 0)
+                  + (trips["k"] * trips["n"] * fb if sizes.b else 0)
+                  + trips["m"] * trips["n"] * (2 * fc - 1) * c_moves) * groups
+        streams = int(sizes.a > 0) + int(sizes.b > 0) + c_moves
+        exposed = streams if double_buffering else bursts
+        memory = np.ceil(traffic / bytes_per_cycle + exposed * latency_cycles)
         if double_buffering:
             cycles = np.maximum(compute_cycles + memory / np.maximum(bursts, 1), memory)
         else:

@@ -10,6 +10,14 @@ from ops.constraints import COMMON, constraint
 from ops.graph import Graph, Node
 from ops.work import VECTOR, Work
 
+# Element operations of an integer (quantized) elementwise op. Operands with different
+# scales must be brought to a common one before they combine: an int8 Add rescales both
+# inputs (multiply + shift each), adds, then requantizes the sum (multiply, shift) and
+# clamps; a Mul multiplies and requantizes once. Vela's Ethos-U55-256 model charges the
+# same ratios (output_cycles_per_elem: Add 0.75, Mul 0.375, MaxPool 0.125 cycles per
+# element on 8 elementwise units = 6, 3 and 1 operations per element).
+INTEGER_OPS_PER_ELEMENT = {"Add": 6, "Sub": 6, "Mul": 3}
+
 
 def _elems(graph: Graph, names: list[str]) -> tuple[int, int]:
     act = const = 0

@@ -19,6 +19,25 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "supported_ops"
 
 
+def _depthwise(profile: HardwareProfile) -> str:
+    mode = profile.mac_array.depthwise
+    if mode.unit == "engine":
+        return (f"Depthwise convolutions run in the MAC array's channel-parallel mode "
+                f"({mode.channels} channels x {mode.pixels} pixels x {mode.taps} taps per "
+                f"{mode.step_cycles} cycle{'s' if mode.step_cycles > 1 else ''}).")
+    where = "on the vector unit" if mode.unit == "vector" else \
+        "on the systolic array, one GEMM per channel"
+    return f"Depthwise convolutions run {where}."
+
+
+def _epilogue(profile: HardwareProfile) -> str:
+    acts = ", ".join(profile.epilogue.activations) or "none"
+    add = "adds a residual tensor" if profile.epilogue.residual_add else \
+        "does not add a residual tensor (Add is its own pass)"
+    return (f"The output stage fuses these activations for free: {acts}; any other runs as "
+            f"a pass of its own; it {add}.")
+
+
 def render(profile: HardwareProfile) -> str:
     array = [p for p in PRECISIONS if getattr(profile.mac_array.throughput, p) > 0]
     lines = [
@@ -28,8 +47,8 @@ def render(profile: HardwareProfile) -> str:
         "constraint docstrings in `ops/` and the limits in "
         f"`conf/hardware/{profile.name}.yaml`; do not edit.",
         "",
-        f"MAC-array precisions: {', '.join(array)}. Depthwise convolutions run on the "
-        f"{profile.mac_array.depthwise}. Every operator also needs static shapes.",
+        f"MAC-array precisions: {', '.join(array)}. {_depthwise(profile)} "
+        f"{_epilogue(profile)} Every operator also needs static shapes.",
         "",
         "| ONNX op | family | rules on this NPU |",
         "|---|---|---|",

@@ -181,14 +181,23 @@ def test_plan_is_versioned_and_self_contained(tmp_path):
 
 def test_depthwise_runs_where_the_profile_says():
     graph = from_onnx(ZOO["mobilenet_v2"](seed=0, opset=17))
-    on_vector = _compile(graph, _profile("rk3588"))  # depthwise: vector
-    rk = _profile("rk3588")
-    on_array = _compile(graph, dataclasses.replace(
-        rk, mac_array=dataclasses.replace(rk.mac_array, depthwise="array")))
+    rk = _profile("rk3588")  # depthwise: engine (channel-parallel mode of the array)
+
+    def with_unit(unit):
+        mode = dataclasses.replace(rk.mac_array.depthwise, unit=unit)
+        return _compile(graph, dataclasses.replace(
+            rk, mac_array=dataclasses.replace(rk.mac_array, depthwise=mode)))
+
     dw = "conv_2"
+    engine, on_vector, on_array = with_unit("engine"), with_unit("vector"), with_unit("array")
+    assert _kernel(engine, dw)["depthwise"] and not _kernel(engine, "conv_1")["depthwise"]
+    assert _kernel(engine, dw)["cost"]["unit"] == "array"
+    assert _kernel(engine, dw)["cost"]["mapping_efficiency"] > 0.9
     assert _kernel(on_vector, dw)["cost"]["unit"] == "vector"
     assert _kernel(on_array, dw)["cost"]["unit"] == "array"
     assert _kernel(on_array, dw)["cost"]["mapping_efficiency"] < 0.05
+    assert _kernel(engine, dw)["cost"]["compute_cycles"] < \
+        _kernel(on_array, dw)["cost"]["compute_cycles"]
 
 
 # -- memory planner -------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """The compiler: graph + profile + compile config -> execution plan (a JSON-able dict).
 
 Passes, in order (each a module of this package):
-  fusion.fuse            group nodes into kernels
+  fusion.fuse            group nodes into kernels (what fuses is the profile's epilogue)
   placement.decide       check every kernel against the NPU's rules (split failed fusions)
   placement.place        greedy or min-cut optimal NPU/CPU assignment
   memory_plan.plan       activation buffers by lifetime, SRAM where they fit
-  tiling (below)         fixed tiles from config, or hardware.tiling's search
-  estimate (below)       hardware.cost per kernel, multi-core split, boundary transfers
+  weights.weight_dram_bytes  cached on chip (the profile's weight cache) or streamed, compressed
+  costing.npu_cost       tiling and one cost per kernel (placement prices with the same)
+  _transfers (below)     NPU <-> CPU hand-overs with their layout conversions
 """
 
 from __future__ import annotations
@@ -17,19 +18,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from hardware.cost import (
-    WIDTHS,
-    KernelCost,
-    auto_tiling,
-    host_kernel_cost,
-    npu_kernel_cost,
-)
-from hardware.memory import Tiling, sram_footprint
+from hardware.cost import WIDTHS, KernelCost
+from hardware.memory import Tiling
 from hardware.profile import HardwareProfile
 from ops.graph import Graph
 from ops.registry import spec_for
-from ops.work import ARRAY, Work
 from pipeline.compiler import memory_plan
+from pipeline.compiler.costing import CostContext, cpu_cost, npu_cost, running_ops
 from pipeline.compiler.fusion import PATTERNS, fuse
 from pipeline.compiler.kernel_work import SCHEME_PRECISION
 from pipeline.compiler.placement import (
@@ -38,20 +33,24 @@ from pipeline.compiler.placement import (
     NPU,
     Decision,
     decide,
-    depthwise_on_vector,
     needs_conversion,
     place,
     tensor_bytes,
     transfer_cycles,
 )
+from pipeline.compiler.weights import weight_dram_bytes
 from pipeline.errors import UserError
 
-PLAN_VERSION = "npuflow.plan/1"
+PLAN_VERSION = "npuflow.plan/2"
 
 
-def _enabled_patterns(cfg: DictConfig) -> dict[str, bool]:
+def _enabled_patterns(cfg: DictConfig, profile: HardwareProfile) -> dict[str, bool]:
+    """Patterns on in config; a residual Add fuses only where the profile's output stage
+    can add a second tensor (``epilogue.residual_add``)."""
     patterns = cfg.get("fusion_patterns") or {}
-    return {p: bool(cfg.fusion) and bool(patterns.get(p, True)) for p in PATTERNS}
+    enabled = {p: bool(cfg.fusion) and bool(patterns.get(p, True)) for p in PATTERNS}
+    enabled["residual"] = enabled["residual"] and profile.epilogue.residual_add
+    return enabled
 
 
 def _buffers(decisions: list[Decision], graph: Graph) -> list[memory_plan.Buffer]:
@@ -75,76 +74,23 @@ def _buffers(decisions: list[Decision], graph: Graph) -> list[memory_plan.Buffer
     return buffers
 
 
-def _fixed_tiling(d: Decision, cfg: DictConfig) -> Tiling:
+def _fixed_tiling(d: Decision, cfg: DictConfig) -> Tiling | None:
+    g = d.work.gemm
+    if cfg.tiling.mode != "fixed" or g is None:
+        return None
     t = cfg.tiling
     override = (t.get("overrides") or {}).get(d.kernel.name, {})
-    g = d.work.gemm
-    assert g is not None
     return Tiling(int(override.get("tile_m", t.tile_m or g.m)),
                   int(override.get("tile_n", t.tile_n or g.n)),
                   int(override.get("tile_k", t.tile_k or g.k)),
                   str(override.get("order", t.get("order", "mnk")))).clipped(g)
 
 
-def _per_core(work: Work, cores: int) -> Work:
-    """Split output channels (array) or elements (vector) across cores; every core reads
-    the whole input of a channel split, which is the cost of tensors crossing cores."""
-    if cores <= 1:
-        return work
-    if work.gemm is not None and work.gemm.n >= cores:
-        g = work.gemm
-        gemm = dataclasses.replace(g, n=math.ceil(g.n / cores))
-        return dataclasses.replace(work, gemm=gemm, macs=math.ceil(work.macs / cores),
-                                   weight_elems=math.ceil(work.weight_elems / cores),
-                                   output_elems=math.ceil(work.output_elems / cores))
-    if work.gemm is None:
-        return dataclasses.replace(
-            work, vector_ops=math.ceil(work.vector_ops / cores),
-            input_elems=math.ceil(work.input_elems / cores),
-            output_elems=math.ceil(work.output_elems / cores))
-    return work
-
-
-def _npu_cost(d: Decision, profile: HardwareProfile, cfg: DictConfig, a_dram: bool,
-              c_dram: bool, weights_resident: bool, tile_budget: int
-              ) -> tuple[KernelCost, Tiling | None, int]:
-    cores = profile.cores if (d.work.gemm is None or d.work.gemm.n >= profile.cores) else 1
-    work = _per_core(d.work, cores)
-    if weights_resident:
-        work = dataclasses.replace(work, weight_elems=0)
-    core_profile = dataclasses.replace(
-        profile, dram=dataclasses.replace(profile.dram,
-                                          bandwidth_gbps=profile.dram.bandwidth_gbps / cores))
-    on_vector = depthwise_on_vector(d, profile)
-    tiling = None
-    if work.unit == ARRAY and not on_vector:
-        if cfg.tiling.mode == "fixed":
-            tiling = _fixed_tiling(d, cfg)
-            act_w, wt_w, acc_w = WIDTHS[d.precision]
-            need = sram_footprint(tiling, work.gemm, act_w, wt_w, acc_w,
-                                  profile.dma.double_buffering)
-            if need > tile_budget:
-                raise UserError(
-                    f"compile.tiling: kernel '{d.kernel.name}' needs {need} bytes of SRAM for "
-                    f"tiles {tiling.tm}x{tiling.tn}x{tiling.tk}"
-                    f"{' (double-buffered)' if profile.dma.double_buffering else ''}; "
-                    f"the tile budget is {tile_budget} bytes")
-        else:
-            tiling = auto_tiling(work, d.precision, core_profile, cfg.tiling.objective,
-                                 a_dram, c_dram, sram_bytes=tile_budget).tiling
-    cost = npu_kernel_cost(work, d.precision, core_profile, tiling, a_dram, c_dram, on_vector)
-    if cores > 1:  # bytes and energy of all cores; cycles are one core's (they run together)
-        cost = dataclasses.replace(
-            cost, macs=d.work.macs, dram_bytes=cost.dram_bytes * cores,
-            compulsory_dram_bytes=cost.compulsory_dram_bytes * cores,
-            sram_bytes=cost.sram_bytes * cores, energy_pj=cost.energy_pj * cores)
-    return cost, tiling, cores
-
-
 def _cost_dict(cost: KernelCost) -> dict[str, Any]:
     return {"compute_cycles": cost.compute_cycles, "memory_cycles": cost.memory_cycles,
             "overhead_cycles": cost.overhead_cycles, "total_cycles": cost.total_cycles,
             "dram_bytes": cost.dram_bytes, "compulsory_dram_bytes": cost.compulsory_dram_bytes,
+            "weight_dram_bytes": cost.weight_dram_bytes,
             "sram_bytes": cost.sram_bytes, "energy_pj": cost.energy_pj,
             "mapping_efficiency": cost.mapping_efficiency, "bound": cost.bound,
             "unit": cost.unit}
@@ -173,57 +119,13 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
     graph compiled at the precision the quantize stage was asked for)."""
     float_precision = float_precision or SCHEME_PRECISION.get(quant_scheme, "fp32")
     uncosted = control_flow_nodes(graph, cfg.get("control_flow", "error"))
-    kernels = fuse(graph, _enabled_patterns(cfg))
+    kernels = fuse(graph, _enabled_patterns(cfg, profile),
+                   epilogue_activations=frozenset(profile.epilogue.activations))
     decisions = decide(kernels, graph, profile, float_precision)
-    placement = place(decisions, graph, profile, cfg.placement)
-
-    sram_total = int(profile.sram.size_kb * 1024)
-    act_budget = int(sram_total * cfg.memory.sram_fraction)
-    buffers = memory_plan.plan(_buffers(decisions, graph), act_budget)
-    weight_bytes = sum(d.work.weight_elems * WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
-                       for d in decisions if d.target == NPU)
-    weights = cfg.memory.weights
-    resident = weights == "resident" or (weights == "auto" and
-                                         weight_bytes <= (sram_total - act_budget) // 2)
-    tile_budget = sram_total - act_budget - (weight_bytes if resident else 0)
-    where = {b.tensor: b for b in buffers}
-
-    out_kernels = []
-    producer = {t: i for i, d in enumerate(decisions) for t in d.kernel.outputs}
-    for i, d in enumerate(decisions):
-        a_dram = any(where[t].memory == "dram" for t in d.kernel.inputs if t in where)
-        c_dram = any(where[t].memory == "dram" for t in d.kernel.outputs)
-        tiling, cores = None, 1
-        if d.target == NPU:
-            cost, tiling, cores = _npu_cost(d, profile, cfg, a_dram, c_dram, resident,
-                                            max(tile_budget, 0))
-        else:
-            cost = host_kernel_cost(d.work, profile, d.precision)
-        g = d.work.gemm
-        out_kernels.append({
-            "id": i, "name": d.kernel.name, "ops": [n.name for n in d.kernel.nodes],
-            "op_types": d.kernel.op_types, "pattern": d.kernel.pattern,
-            "composite": d.kernel.composite, "family": spec_for(d.kernel.anchor).family,
-            "target": d.target, "precision": d.precision,
-            "layout": profile.layout if d.target == NPU else profile.host.layout,
-            "unit": cost.unit, "macs": d.work.macs,
-            "gemm": None if g is None else {"m": g.m, "k": g.k, "n": g.n, "groups": g.groups},
-            "tiling": None if tiling is None else dataclasses.asdict(tiling),
-            "cores": cores, "inputs": d.kernel.inputs, "outputs": d.kernel.outputs,
-            "deps": sorted({producer[t] for t in d.kernel.inputs if t in producer}),
-            "cost": _cost_dict(cost),
-            "checks": [{"node": n, "rule": r.rule, "text": r.text, "passed": r.passed,
-                        "detail": r.detail} for n, r in d.checks],
-            "moved_by_optimizer": d.moved_by_optimizer,
-            "fused_form_failed": d.fused_form_failed,
-            "fused_form": d.fused_ops or None,
-            "fused_failed_checks": [{"node": n, "rule": r.rule, "text": r.text,
-                                     "passed": r.passed, "detail": r.detail}
-                                    for n, r in d.fused_checks],
-            "npu_estimate_cycles": None if math.isinf(d.npu_cycles) else d.npu_cycles,
-            "cpu_estimate_cycles": d.cpu_cycles,
-        })
-    transfers = _transfers(out_kernels, graph, profile)
+    body = _cost_plan(decisions, graph, profile, cfg)
+    placement = _place(decisions, body, graph, profile, cfg)
+    if placement.pop("body", None) is not None:
+        body = _cost_plan(decisions, graph, profile, cfg)
     return {
         "version": PLAN_VERSION,
         "graph": graph.name,
@@ -233,12 +135,81 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
         "outputs": graph.outputs,
         "placement": {"mode": cfg.placement, **placement},
         "uncosted_ops": uncosted,
-        "kernels": out_kernels,
-        "transfers": transfers,
+        **body,
+    }
+
+
+def _place(decisions: list[Decision], greedy: dict[str, Any], graph: Graph,
+           profile: HardwareProfile, cfg: DictConfig) -> dict[str, Any]:
+    """Greedy or min-cut placement, priced with the greedy plan's own kernel costs (the
+    memory plan and weight cache included), so placement and the final plan agree on what
+    a kernel costs. The cut's assignment is kept only if its final plan is faster; the
+    reported estimates are final plans' serial cycles. ``body`` in the result means the
+    targets changed and the plan must be costed again."""
+    for d, k in zip(decisions, greedy["kernels"], strict=True):
+        if d.target == NPU:
+            d.npu_cycles = float(k["cost"]["total_cycles"])
+    greedy_targets = [d.target for d in decisions]
+    placement = place(decisions, graph, profile, cfg.placement)
+    placement["greedy_cycles"] = placement["optimal_cycles"] = _serial_cycles(greedy)
+    if not placement["moved"]:
+        return placement
+    moved = _serial_cycles(_cost_plan(decisions, graph, profile, cfg))
+    if moved < placement["greedy_cycles"]:
+        return {**placement, "optimal_cycles": moved, "body": True}
+    for d, target in zip(decisions, greedy_targets, strict=True):
+        d.target, d.moved_by_optimizer = target, False
+    return {**placement, "moved": 0}
+
+
+def _serial_cycles(body: dict[str, Any]) -> int:
+    """Every kernel and hand-over one after the other: the plan's serial estimate (the
+    simulated latency is at most this; independent branches may overlap)."""
+    return sum(k["cost"]["total_cycles"] for k in body["kernels"]) + \
+        sum(t["cycles"] for t in body["transfers"])
+
+
+def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
+               cfg: DictConfig) -> dict[str, Any]:
+    """Memory plan, weights, tiling and the cost of every kernel for the current targets."""
+    sram_total = int(profile.sram.size_kb * 1024)
+    act_budget = int(sram_total * cfg.memory.sram_fraction)
+    buffers = memory_plan.plan(_buffers(decisions, graph), act_budget)
+    weight_dram, cached = weight_dram_bytes(
+        decisions, graph, profile, cfg.memory.weights,
+        sram_total - memory_plan.arena_peak(buffers, "sram"))
+    weight_bytes = sum(d.work.weight_elems * WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
+                       for d in decisions if d.target == NPU)
+    tile_budget = max(sram_total - act_budget, 0)
+    where = {b.tensor: b for b in buffers}
+    producer = {t: i for i, d in enumerate(decisions) for t in d.kernel.outputs}
+    kernels = []
+    for i, d in enumerate(decisions):
+        tiling, cores = None, 1
+        if d.target == NPU:
+            ctx = CostContext(
+                a_in_dram=any(where[t].memory == "dram" for t in d.kernel.inputs if t in where),
+                c_to_dram=any(where[t].memory == "dram" for t in d.kernel.outputs),
+                weight_bytes=weight_dram[i], tile_budget=tile_budget,
+                tiling_mode=cfg.tiling.mode, objective=cfg.tiling.objective,
+                fixed_tiling=_fixed_tiling(d, cfg))
+            cost, tiling, cores = npu_cost(d.work, d.kernel.name, running_ops(d.kernel),
+                                           d.precision, profile, ctx, d.depthwise)
+        else:
+            cost = cpu_cost(d.work, d.precision, profile)
+        kernels.append(_kernel_entry(i, d, cost, tiling, cores, profile, producer))
+    return {
+        "kernels": kernels,
+        "transfers": _transfers(kernels, graph, profile),
         "buffers": [dataclasses.asdict(b) for b in buffers],
         "memory": {
             "sram_bytes": sram_total, "activation_budget_bytes": act_budget,
-            "weights": "resident" if resident else "streamed", "weight_bytes": weight_bytes,
+            "weights": cfg.memory.weights,
+            "weight_bytes": weight_bytes,
+            "cached_weight_bytes": cached,
+            "streamed_weight_bytes": weight_bytes - cached,
+            "weight_dram_traffic_bytes": sum(k["cost"]["weight_dram_bytes"]
+                                             for k in kernels),
             "tile_budget_bytes": tile_budget,
             "sram_arena_peak_bytes": memory_plan.arena_peak(buffers, "sram"),
             "sram_live_peak_bytes": memory_plan.live_peak(buffers, "sram"),
@@ -247,6 +218,34 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
             "spilled_to_dram": sorted(b.tensor for b in buffers
                                       if b.want_sram and b.memory == "dram"),
         },
+    }
+
+
+def _kernel_entry(i: int, d: Decision, cost: KernelCost, tiling: Tiling | None, cores: int,
+                  profile: HardwareProfile, producer: dict[str, int]) -> dict[str, Any]:
+    g = d.work.gemm
+    return {
+        "id": i, "name": d.kernel.name, "ops": [n.name for n in d.kernel.nodes],
+        "op_types": d.kernel.op_types, "pattern": d.kernel.pattern,
+        "composite": d.kernel.composite, "family": spec_for(d.kernel.anchor).family,
+        "target": d.target, "precision": d.precision,
+        "layout": profile.layout if d.target == NPU else profile.host.layout,
+        "unit": cost.unit, "macs": d.work.macs, "depthwise": d.depthwise,
+        "gemm": None if g is None else {"m": g.m, "k": g.k, "n": g.n, "groups": g.groups},
+        "tiling": None if tiling is None else dataclasses.asdict(tiling),
+        "cores": cores, "inputs": d.kernel.inputs, "outputs": d.kernel.outputs,
+        "deps": sorted({producer[t] for t in d.kernel.inputs if t in producer}),
+        "cost": _cost_dict(cost),
+        "checks": [{"node": n, "rule": r.rule, "text": r.text, "passed": r.passed,
+                    "detail": r.detail} for n, r in d.checks],
+        "moved_by_optimizer": d.moved_by_optimizer,
+        "fused_form_failed": d.fused_form_failed,
+        "fused_form": d.fused_ops or None,
+        "fused_failed_checks": [{"node": n, "rule": r.rule, "text": r.text,
+                                 "passed": r.passed, "detail": r.detail}
+                                for n, r in d.fused_checks],
+        "npu_estimate_cycles": None if math.isinf(d.npu_cycles) else d.npu_cycles,
+        "cpu_estimate_cycles": d.cpu_cycles,
     }
 
 

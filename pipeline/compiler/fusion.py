@@ -104,8 +104,11 @@ def _finish(kernel: Kernel, graph: Graph, cons: Mapping[str, list[Node]]) -> Ker
     return kernel
 
 
-def fuse(graph: Graph, enabled: Mapping[str, bool]) -> list[Kernel]:
-    """Kernels in topological order; ``enabled`` maps pattern name -> on/off."""
+def fuse(graph: Graph, enabled: Mapping[str, bool],
+         epilogue_activations: frozenset[str] = ACTIVATIONS | {"Silu"}) -> list[Kernel]:
+    """Kernels in topological order; ``enabled`` maps pattern name -> on/off;
+    ``epilogue_activations`` are the activations the array's output stage applies (the
+    profile's ``epilogue.activations``); any other stays a kernel of its own."""
     cons = graph.consumers()
     taken: set[str] = set()
     kernels: list[Kernel] = []
@@ -124,7 +127,8 @@ def fuse(graph: Graph, enabled: Mapping[str, bool]) -> list[Kernel]:
             grab(chain, "silu", "Silu")
             continue
         if node.op_type in ANCHORS and enabled.get("epilogue"):
-            chain, folded = _epilogue(node, graph, cons, enabled, taken)
+            chain, folded = _epilogue(node, graph, cons, enabled, taken,
+                                      epilogue_activations)
             grab(chain, "epilogue")
             kernels[-1].folded = folded
             continue
@@ -169,7 +173,8 @@ def toposort(kernels: list[Kernel]) -> list[Kernel]:
 
 
 def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
-              enabled: Mapping[str, bool], taken: set[str]) -> tuple[list[Node], set[str]]:
+              enabled: Mapping[str, bool], taken: set[str], free: frozenset[str]
+              ) -> tuple[list[Node], set[str]]:
     """The anchor's epilogue, and the names of nodes folded into its weights and bias."""
     chain = [anchor]
     folded: set[str] = set()
@@ -177,7 +182,7 @@ def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
     while True:
         inside = chain[-1].outputs[0]
         users = [] if inside in graph.outputs else cons.get(inside, [])
-        if enabled.get("silu") and not activation and len(users) == 2:
+        if enabled.get("silu") and "Silu" in free and not activation and len(users) == 2:
             sigmoid = next((u for u in users if u.op_type == "Sigmoid"), None)
             silu = _match_silu(sigmoid, cons) if sigmoid else None
             if silu and silu[1] in users and not any(n.name in taken for n in silu):
@@ -194,7 +199,7 @@ def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
         elif op == "Add" and enabled.get("residual") and not residual:
             chain.append(user)
             residual = True
-        elif op in ACTIVATIONS and not activation:
+        elif op in ACTIVATIONS and op in free and not activation:
             chain.append(user)
             activation = True
         elif op == "MaxPool" and enabled.get("pool"):

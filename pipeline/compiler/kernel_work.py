@@ -12,6 +12,7 @@ import math
 from dataclasses import replace
 
 from ops.activation import OPS_PER_ELEMENT
+from ops.elementwise import INTEGER_OPS_PER_ELEMENT
 from ops.graph import Graph
 from ops.quant import node_precision
 from ops.registry import work_of
@@ -27,7 +28,19 @@ def kernel_precision(kernel: Kernel, graph: Graph, float_precision: str) -> str:
     return float_precision if found == "fp32" else found
 
 
-def kernel_work(kernel: Kernel, graph: Graph) -> Work:
+def _integer_extra_ops(kernel: Kernel, graph: Graph, precision: str) -> int:
+    """Rescale operations an integer elementwise op adds (``INTEGER_OPS_PER_ELEMENT``)."""
+    if not precision.startswith("int"):
+        return 0
+    extra = 0
+    for node in kernel.nodes:
+        per = INTEGER_OPS_PER_ELEMENT.get(node.op_type)
+        if per:
+            extra += (per - 1) * graph.tensors[node.outputs[0]].size
+    return extra
+
+
+def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32") -> Work:
     works = [work_of(n, graph) for n in kernel.nodes]
     consts = sum(w.weight_elems for w in works)
     ins = sum(graph.tensors[t].size for t in kernel.inputs)
@@ -42,7 +55,8 @@ def kernel_work(kernel: Kernel, graph: Graph) -> Work:
                     output_elems=outs)
     units = {w.unit for w in works}
     unit = VECTOR if VECTOR in units else MEMORY if MEMORY in units else FREE
-    return Work(unit, vector_ops=sum(w.vector_ops for w in works), input_elems=ins,
+    return Work(unit, vector_ops=sum(w.vector_ops for w in works)
+                + _integer_extra_ops(kernel, graph, precision), input_elems=ins,
                 weight_elems=consts, output_elems=outs)
 
 

@@ -18,13 +18,20 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from hardware.cost import WIDTHS, auto_tiling, host_kernel_cost, npu_kernel_cost
+from hardware.cost import WIDTHS
 from hardware.host import layout_conversion_seconds, link_seconds
 from hardware.profile import PRECISIONS, HardwareProfile
 from ops.constraints import CheckResult
 from ops.graph import Graph, Node
 from ops.support import check_node
-from ops.work import ARRAY, Work
+from ops.work import Work
+from pipeline.compiler.costing import (
+    CostContext,
+    cpu_cost,
+    depthwise_kernel,
+    npu_cost,
+    running_ops,
+)
 from pipeline.compiler.fusion import Kernel, split
 from pipeline.compiler.kernel_work import aligned, kernel_precision, kernel_work
 
@@ -45,6 +52,7 @@ class Decision:
     fused_checks: list[tuple[str, CheckResult]] = field(default_factory=list)  # why it split
     fused_ops: str = ""  # the fused form that failed, e.g. "Gelu (div_1+erf_1+...)"
     moved_by_optimizer: bool = False
+    depthwise: bool = False
 
     @property
     def npu_ok(self) -> bool:
@@ -81,22 +89,14 @@ def check_kernel(kernel: Kernel, graph: Graph, profile: HardwareProfile, precisi
     return results
 
 
-def depthwise_on_vector(d: Decision, profile: HardwareProfile) -> bool:
-    """Grouped / depthwise convs run on the vector unit where the profile says so."""
-    return d.work.gemm is not None and d.work.gemm.groups > 1 and \
-        d.kernel.anchor.op_type == "Conv" and profile.mac_array.depthwise == "vector"
-
-
 def _estimate(d: Decision, profile: HardwareProfile) -> None:
-    d.cpu_cycles = host_kernel_cost(d.work, profile, "fp32" if d.precision == "fp32"
-                                    else d.precision).total_cycles
+    """Placement-time prices (operands in DRAM: the memory plan comes after placement),
+    from the same function the final plan uses (``costing``)."""
+    d.cpu_cycles = cpu_cost(d.work, d.precision, profile).total_cycles
     if not d.npu_ok:
         return
-    on_vector = depthwise_on_vector(d, profile)
-    tiling = auto_tiling(d.work, d.precision, profile).tiling \
-        if d.work.unit == ARRAY and not on_vector else None
-    d.npu_cycles = npu_kernel_cost(d.work, d.precision, profile, tiling,
-                                   on_vector=on_vector).total_cycles
+    d.npu_cycles = npu_cost(d.work, d.kernel.name, running_ops(d.kernel), d.precision,
+                            profile, CostContext(), d.depthwise)[0].total_cycles
 
 
 def decide(kernels: list[Kernel], graph: Graph, profile: HardwareProfile,
@@ -123,8 +123,10 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
               from_split: bool, checks: list | None = None) -> Decision:
     precision = kernel_precision(kernel, graph, float_precision)
     checks = checks if checks is not None else check_kernel(kernel, graph, profile, precision)
-    work = aligned(kernel_work(kernel, graph), kernel, graph, profile.channel_alignment)
-    d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split)
+    work = aligned(kernel_work(kernel, graph, precision), kernel, graph,
+                   profile.channel_alignment)
+    d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split,
+                 depthwise=depthwise_kernel(kernel, graph, work))
     d.target = NPU if d.npu_ok else CPU
     _estimate(d, profile)
     return d

@@ -52,6 +52,8 @@ class CompileStage(Stage):
             "fallback_kernels": fallback["cpu_kernels"],
             "uncosted_ops": plan["uncosted_ops"],
             "peak_sram_bytes": plan["memory"]["sram_arena_peak_bytes"],
+            "weights_cached_bytes": plan["memory"]["cached_weight_bytes"],
+            "weights_dram_bytes": plan["memory"]["weight_dram_traffic_bytes"],
             "layout_conversions": sum(1 for t in plan["transfers"] if t["layout_conversion"]),
             "placement_greedy_cycles": round(plan["placement"]["greedy_cycles"]),
             "placement_optimal_cycles": round(plan["placement"]["optimal_cycles"]),

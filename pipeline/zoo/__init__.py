@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import onnx
 
+from pipeline.zoo.classic import inception_v1, mobilenet_v1, vgg16
 from pipeline.zoo.cnn import mobilenet_v2, resnet18, resnet50
 from pipeline.zoo.digits import digits_mlp
 from pipeline.zoo.transformer import bert_encoder
-from pipeline.zoo.yolo import yolov5s
+from pipeline.zoo.yolo import yolov5, yolov5s
 
 ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenet_v2": mobilenet_v2,
     "resnet18": resnet18,
     "resnet50": resnet50,
     "yolov5s": yolov5s,
+    "yolov5n": partial(yolov5, depth_multiple=0.33, width_multiple=0.25, name="yolov5n"),
+    "yolov5m": partial(yolov5, depth_multiple=0.67, width_multiple=0.75, name="yolov5m"),
+    "yolov5s_relu": partial(yolov5, depth_multiple=0.33, width_multiple=0.50, act="relu",
+                            name="yolov5s_relu"),
+    "mobilenet_v1": mobilenet_v1,
+    "inception_v1": inception_v1,
+    "vgg16": vgg16,
     "bert_encoder": bert_encoder,
     "digits_mlp": digits_mlp,
 }

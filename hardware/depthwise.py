@@ -1,0 +1,39 @@
+"""Depthwise convolution in the MAC engine's channel-parallel mode.
+
+A depthwise layer has one input channel per output channel, so the im2col GEMM of each
+channel is (pixels x taps) @ (taps x 1): on a systolic array it fills one column and pays a
+fill and drain per channel, which is not how NPUs built for MobileNets run it. Their MAC
+engine has a depthwise mode that works on a block of ``channels`` channels x ``pixels``
+output pixels at once and consumes ``taps`` kernel taps per step of ``step_cycles``
+cycles. Vela's performance model of Ethos-U (``npu_performance._estimate_conv_cycles``,
+ethos-u-vela 5.2.0) is this formula with the 2x2x8 output micro-block of the U55-256 and
+``cycles = 4 x ceil(taps / 4)`` per micro-block; 16-bit activations take twice as long,
+which the precision's throughput (MACs per PE per cycle, 0.5 for int16) expresses.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hardware.profile import DepthwiseMode
+from ops.work import GemmShape
+
+
+def engine_cycles(gemm: GemmShape, mode: DepthwiseMode, throughput: float) -> int:
+    """Cycles of a depthwise GEMM (``groups`` channels, M pixels, K taps, N = depth
+    multiplier) in the engine's channel-parallel mode."""
+    if throughput <= 0:
+        raise ValueError("this precision does not run on the MAC array (throughput 0)")
+    channels = gemm.groups * gemm.n
+    steps = (math.ceil(channels / mode.channels) * math.ceil(gemm.m / mode.pixels)
+             * math.ceil(gemm.k / mode.taps))
+    return math.ceil(steps * mode.step_cycles / throughput)
+
+
+def engine_efficiency(gemm: GemmShape, mode: DepthwiseMode) -> float:
+    """Useful MACs per MAC slot of the engine block (edge effects of the ceilings)."""
+    channels = gemm.groups * gemm.n
+    slots = (math.ceil(channels / mode.channels) * mode.channels
+             * math.ceil(gemm.m / mode.pixels) * mode.pixels
+             * math.ceil(gemm.k / mode.taps) * mode.taps)
+    return gemm.macs / slots if slots else 1.0

@@ -1,0 +1,295 @@
+"""The mechanisms that make whole networks agree with boards and with Vela: DRAM latency
+only where bytes move, depthwise in the MAC engine's channel mode, weights cached where
+they fit, epilogue capabilities, int8 elementwise rescaling, pooling rules, multi-core
+splits, and one cost per kernel from placement to simulate."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+from onnx import helper, numpy_helper
+
+from hardware.compression import entropy_bytes
+from hardware.cost import bytes_per_cycle, latency_cycles, npu_kernel_cost
+from hardware.depthwise import engine_cycles
+from hardware.memory import OperandBytes, Tiling, gemm_traffic
+from hardware.profile import DepthwiseMode, ProfileError, load_profile, profile_from_config
+from hardware.timeline import schedule
+from ops.graph import from_onnx
+from ops.work import ARRAY, GemmShape, Work
+from pipeline.compiler.driver import compile_graph
+from pipeline.runner import run_pipeline
+from pipeline.simulator.replay import FrameCosts, build
+from pipeline.zoo import ZOO
+from tests.conftest import CONF, REPO, compose_config
+
+COMPILE_CFG = OmegaConf.load(CONF / "compile" / "default.yaml")
+MLPERF = REPO / "benchmarks" / "models" / "mlperf_tiny"
+PUBLISHED = OmegaConf.load(REPO / "benchmarks" / "silicon" / "published.yaml")
+
+
+def _profile(name: str):
+    return load_profile(CONF / "hardware" / f"{name}.yaml")
+
+
+def _compile(graph, profile, **overrides):
+    return compile_graph(graph, profile, OmegaConf.merge(COMPILE_CFG, overrides), "int8")
+
+
+def _dw_work(channels=96, pixels=28 * 28, taps=9) -> Work:
+    g = GemmShape(pixels, taps, 1, groups=channels)
+    return Work(ARRAY, macs=g.macs, input_elems=channels * pixels, weight_elems=channels * taps,
+                output_elems=channels * pixels, gemm=g)
+
+
+# -- DRAM latency is paid only where bytes move --------------------------------------------
+
+def test_operands_kept_in_sram_issue_no_bursts():
+    g = GemmShape(3136, 576, 128)
+    only_weights = gemm_traffic(g, Tiling(256, 32, 64),
+                                OperandBytes(a=0, b=576 * 128, c=0, c_elems=3136 * 128))
+    assert only_weights.a == only_weights.c == 0 and only_weights.streams == 1
+    assert only_weights.bursts == math.ceil(576 / 64) * math.ceil(128 / 32) * \
+        math.ceil(3136 / 256)  # weight tiles only, refetched per m-tile
+
+
+def test_a_kernel_whose_operands_all_stay_on_chip_pays_no_dram_latency():
+    slow = dataclasses.replace(_profile("edge_tpu"), dram=dataclasses.replace(
+        _profile("edge_tpu").dram, latency_ns=1e6))  # 1 ms per burst
+    for work, depthwise in ((_dw_work(), True), (_dw_work(), False)):
+        cost = npu_kernel_cost(work, "int8", slow, a_in_dram=False, c_to_dram=False,
+                               depthwise=depthwise, weight_bytes=0)
+        assert cost.memory_cycles == 0 and cost.dram_bytes == 0
+        assert cost.total_cycles < latency_cycles(slow)
+
+
+def test_double_buffered_dma_exposes_one_latency_per_stream_not_per_tile():
+    p = _profile("rk3588")
+    g = GemmShape(12544, 576, 128)
+    work = Work(ARRAY, macs=g.macs, input_elems=g.m * g.k, weight_elems=g.k * g.n,
+                output_elems=g.m * g.n, gemm=g)
+    fine = npu_kernel_cost(work, "int8", p, tiling=Tiling(64, 32, 64))
+    coarse = npu_kernel_cost(work, "int8", p, tiling=Tiling(12544, 128, 576))
+    lat = latency_cycles(p)
+    for cost in (fine, coarse):
+        assert cost.memory_cycles == math.ceil(cost.dram_bytes / bytes_per_cycle(p) + 3 * lat)
+    single = dataclasses.replace(p, dma=dataclasses.replace(p.dma, double_buffering=False))
+    assert npu_kernel_cost(work, "int8", single, tiling=Tiling(64, 32, 64)).memory_cycles > \
+        fine.memory_cycles + 100 * lat  # a single buffer waits for every burst
+
+
+# -- depthwise in the MAC engine's channel-parallel mode ------------------------------------
+
+@pytest.mark.parametrize(("channels", "height", "width", "kernel"),
+                         [(8, 16, 16, 3), (96, 56, 56, 3), (40, 8, 6, 5), (3, 2, 2, 1)])
+def test_ethos_depthwise_engine_is_velas_micro_block_formula(channels, height, width, kernel):
+    """Vela 5.2.0 npu_performance._estimate_conv_cycles for ConvolutionDepthWise on the
+    U55-256 (2x2x8 output micro-blocks, 4 cycles per step of 4 taps), written out again
+    (even maps: Vela counts micro-block rows and columns, npuflow pixels)."""
+    micro_blocks = math.ceil(height / 2) * math.ceil(width / 2) * math.ceil(channels / 8)
+    vela = 4 * math.ceil(kernel * kernel / 4) * micro_blocks
+    mode = _profile("ethos_u55_256").mac_array.depthwise
+    g = GemmShape(height * width, kernel * kernel, 1, groups=channels)
+    assert engine_cycles(g, mode, 1.0) == vela
+    assert engine_cycles(g, mode, 0.5) == 2 * vela  # int16 activations: twice the cycles
+
+
+@pytest.mark.parametrize("name", ["rk3588", "edge_tpu", "ethos_u55_256"])
+def test_depthwise_engine_beats_a_gemm_per_channel_and_stays_on_the_array(name):
+    p = _profile(name)
+    work = _dw_work()
+    engine = npu_kernel_cost(work, "int8", p, depthwise=True)
+    per_channel = npu_kernel_cost(work, "int8", dataclasses.replace(
+        p, mac_array=dataclasses.replace(p.mac_array, depthwise=DepthwiseMode("array"))),
+        depthwise=True)
+    assert engine.unit == "array"  # the engine is the MAC array in another mode
+    assert engine.compute_cycles < per_channel.compute_cycles
+    peak = p.mac_array.rows * p.mac_array.cols
+    assert engine.total_cycles >= work.macs / peak
+
+
+def test_a_depthwise_engine_wider_than_the_array_is_refused():
+    raw = OmegaConf.load(CONF / "hardware" / "ethos_u55_256.yaml")
+    raw.mac_array.depthwise.channels = 64  # 64 x 8 x 4 taps / 4 cycles = 512 > 256 MACs
+    raw.mac_array.depthwise.pixels = 8
+    with pytest.raises(ProfileError, match=r"mac_array\.depthwise"):
+        profile_from_config(raw)
+
+
+# -- weights: cached on chip where they fit, streamed (compressed) where not ----------------
+
+def test_edge_tpu_caches_parameters_that_fit_and_streams_the_rest_in_order():
+    p = _profile("edge_tpu")
+    small = _compile(from_onnx(ZOO["mobilenet_v2"](seed=0, opset=17)), p)["memory"]
+    assert small["streamed_weight_bytes"] == 0
+    assert small["cached_weight_bytes"] == small["weight_bytes"] > 3_000_000
+    big = _compile(from_onnx(ZOO["vgg16"](seed=0, opset=17)), p)
+    mem = big["memory"]
+    assert 0 < mem["cached_weight_bytes"] <= p.weights.cache_kb * 1024
+    assert mem["cached_weight_bytes"] + mem["streamed_weight_bytes"] == mem["weight_bytes"]
+    streamed = [k["cost"]["weight_dram_bytes"] > 0 for k in big["kernels"]
+                if k["target"] == "npu" and k["macs"]]
+    assert streamed == sorted(streamed)  # a cached prefix, then the streamed rest
+
+
+def test_weights_are_streamed_every_inference_without_a_cache():
+    plan = _compile(from_onnx(ZOO["mobilenet_v2"](seed=0, opset=17)), _profile("rk3588"))
+    mem = plan["memory"]
+    assert mem["cached_weight_bytes"] == 0
+    assert mem["streamed_weight_bytes"] == mem["weight_bytes"]
+    assert mem["weight_dram_traffic_bytes"] >= mem["weight_bytes"]  # every byte, every time
+
+
+def test_entropy_coding_shrinks_peaked_weights_and_never_grows_a_stream():
+    rng = np.random.default_rng(0)
+    uniform = rng.integers(-128, 128, 100_000).astype(np.int8)
+    peaked = np.clip(np.round(rng.normal(0, 4, 100_000)), -128, 127).astype(np.int8)
+    assert entropy_bytes(uniform) == pytest.approx(uniform.nbytes, rel=0.01)
+    assert entropy_bytes(uniform) <= uniform.nbytes
+    gaussian_bits = 0.5 * math.log2(2 * math.pi * math.e * 4**2)  # ~4.05 bits per weight
+    assert entropy_bytes(peaked) == pytest.approx(gaussian_bits * peaked.size / 8, rel=0.02)
+    assert entropy_bytes(np.zeros(1000, np.float32)) == 4000  # float weights: raw
+
+
+def test_trained_int8_weights_stream_compressed_on_ethos(tmp_path):
+    packed = _quantized_plan("pretrainedResnet", "ethos_u55_256", tmp_path)["memory"]
+    raw = _quantized_plan("pretrainedResnet", "ethos_u55_256", tmp_path,
+                          "hardware.weights.compression=none")["memory"]
+    assert packed["cached_weight_bytes"] == 0
+    assert packed["streamed_weight_bytes"] == packed["weight_bytes"]
+    assert 0.5 * raw["weight_dram_traffic_bytes"] < packed["weight_dram_traffic_bytes"] \
+        < raw["weight_dram_traffic_bytes"]
+
+
+# -- what the output stage does for free ------------------------------------------------
+
+def _conv_act_model(act: str):
+    w = numpy_helper.from_array(np.ones((16, 16, 3, 3), np.float32) * 0.01, "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1])]
+    if act == "silu":
+        nodes += [helper.make_node("Sigmoid", ["c"], ["s"], name="sig"),
+                  helper.make_node("Mul", ["c", "s"], ["y"], name="mul")]
+    else:
+        nodes += [helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    shape = [1, 16, 32, 32]
+    graph = helper.make_graph(nodes, act, [helper.make_tensor_value_info("x", 1, shape)],
+                              [helper.make_tensor_value_info("y", 1, shape)], [w])
+    return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_silu_costs_a_pass_of_its_own_where_the_epilogue_lacks_it():
+    rk = _profile("rk3588")
+    relu = _compile(_conv_act_model("relu"), rk)
+    silu = _compile(_conv_act_model("silu"), rk)
+    assert [k["op_types"] for k in relu["kernels"]] == [["Conv", "Relu"]]
+    assert len(silu["kernels"]) > 1 and silu["kernels"][0]["op_types"] == ["Conv"]
+    assert silu["placement"]["greedy_cycles"] > relu["placement"]["greedy_cycles"]
+    with_silu = dataclasses.replace(rk, epilogue=dataclasses.replace(
+        rk.epilogue, activations=[*rk.epilogue.activations, "Silu"]))
+    fused = _compile(_conv_act_model("silu"), with_silu)
+    assert [k["op_types"] for k in fused["kernels"]] == [["Conv", "Sigmoid", "Mul"]]
+
+
+def test_residual_add_is_an_int8_elementwise_pass_where_the_output_stage_cannot_add(
+        tmp_path):
+    plan = _quantized_plan("pretrainedResnet", "ethos_u55_256", tmp_path)
+    adds = [k for k in plan["kernels"] if k["op_types"][0] == "Add"]
+    assert len(adds) == 3 and all(k["unit"] == "vector" for k in adds)
+    # 6 operations per int8 element on 8 lanes, for 32x32x16, 16x16x32 and 8x8x64 outputs;
+    # Vela 5.2.0 reports the same three Adds at 12288, 6144 and 3072 cycles
+    assert sorted(k["cost"]["compute_cycles"] for k in adds) == [3072, 6144, 12288]
+    rk_plan = _compile(from_onnx(ZOO["resnet18"](seed=0, opset=17)), _profile("rk3588"))
+    assert not [k for k in rk_plan["kernels"] if k["op_types"][0] == "Add"]  # fused
+
+
+def test_unpadded_large_average_pool_stays_on_the_ethos_npu(tmp_path):
+    plan = _quantized_plan("pretrainedResnet", "ethos_u55_256", tmp_path)
+    pool = next(k for k in plan["kernels"] if k["op_types"] == ["AveragePool"])
+    assert pool["target"] == "npu"
+    padded = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[9, 9],
+                              pads=[4, 4, 4, 4], name="pool")
+    graph = helper.make_graph([padded], "p", [helper.make_tensor_value_info("x", 1,
+                                                                             [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", 1, [1, 8, 16, 16])])
+    g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    kernel = _compile(g, _profile("ethos_u55_256"))["kernels"][0]
+    assert kernel["target"] == "cpu"
+    assert any(c["rule"] == "padded_kernel" and not c["passed"] for c in kernel["checks"])
+
+
+# -- multi-core -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["mobilenet_v2", "resnet18", "yolov5n"])
+def test_more_cores_never_slow_a_network(model):
+    graph = from_onnx(ZOO[model](seed=0, opset=17))
+    rk = _profile("rk3588")
+    cycles = [_compile(graph, dataclasses.replace(rk, cores=n))["placement"]["greedy_cycles"]
+              for n in (1, 2, 3)]
+    assert cycles[0] >= cycles[1] >= cycles[2]
+    assert cycles[2] < cycles[0]  # convolutions do split
+
+
+def test_only_the_profiles_multicore_ops_split():
+    graph = _conv_act_model("silu")
+    rk = dataclasses.replace(_profile("rk3588"), cores=3)
+    plan = _compile(graph, rk)
+    by_op = {k["op_types"][0]: k["cores"] for k in plan["kernels"]}
+    assert by_op["Conv"] == 3 and by_op.get("Sigmoid", by_op.get("Mul")) == 1
+
+
+# -- one cost per kernel --------------------------------------------------------------------
+
+@pytest.mark.parametrize(("model", "profile"), [("mobilenet_v2", "edge_tpu"),
+                                                 ("resnet18", "ethos_u55_256"),
+                                                 ("yolov5n", "rk3588")])
+def test_placement_estimate_is_the_plans_cost_and_bounds_the_simulated_latency(model, profile):
+    p = _profile(profile)
+    plan = _compile(from_onnx(ZOO[model](seed=0, opset=17)), p)
+    serial = sum(k["cost"]["total_cycles"] for k in plan["kernels"]) + \
+        sum(t["cycles"] for t in plan["transfers"])
+    assert plan["placement"]["greedy_cycles"] == plan["placement"]["optimal_cycles"] == serial
+    makespan = schedule(build(plan, p, 1, 1, FrameCosts(0, 0)))
+    assert 0.5 * serial <= makespan <= serial
+
+
+# -- whole networks against Arm's Vela ------------------------------------------------------
+
+def _quantized_plan(stem: str, profile: str, tmp_path: Path, *extra: str) -> dict:
+    cfg = compose_config(*extra, "model=onnx", f"model.path={MLPERF / (stem + '.onnx')}",
+                         f"hardware={profile}", "quant=int8", "data.calibration_size=4",
+                         "data.eval_size=4", "quant.analysis.layers=false",
+                         f"run.cache_dir={tmp_path / 'cache'}")
+    out = tmp_path / f"{stem}{len(extra)}"
+    run_pipeline(cfg, out)
+    return json.loads((out / "compile" / "plan.json").read_text())
+
+
+@pytest.mark.parametrize("pair", [p for p in PUBLISHED.pairs if p.source == "vela"],
+                         ids=lambda p: p.network)
+def test_mlperf_tiny_cycles_within_1_5x_of_vela(pair, tmp_path):
+    cfg = compose_config("model=onnx", f"model.path={MLPERF.parent / pair.model_file}",
+                         *pair.overrides, "data.calibration_size=4", "data.eval_size=4",
+                         "quant.analysis.layers=false", f"run.cache_dir={tmp_path}")
+    metrics = run_pipeline(cfg, tmp_path / "run")
+    assert 1 / 1.5 <= metrics["cycles_total"] / pair.cycles <= 1.5
+    assert metrics["cpu_ops"] == 0  # Vela keeps every op of both networks on the NPU
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 512), st.integers(1, 64), st.sampled_from([1, 4, 9, 25]),
+       st.sampled_from(["rk3588", "edge_tpu", "ethos_u55_256"]), st.floats(0.05, 64))
+def test_depthwise_never_beats_peak_or_bandwidth(channels, side, taps, name, bw):
+    p = _profile(name)
+    p = dataclasses.replace(p, dram=dataclasses.replace(p.dram, bandwidth_gbps=bw))
+    work = _dw_work(channels, side * side, taps)
+    cost = npu_kernel_cost(work, "int8", p, depthwise=True)
+    assert cost.total_cycles >= work.macs / (p.mac_array.rows * p.mac_array.cols)
+    assert cost.total_cycles >= cost.compulsory_dram_bytes / bytes_per_cycle(p)
