@@ -19,12 +19,14 @@ import math
 import tempfile
 from pathlib import Path
 
+import onnx
 from _common import HERE, read_csv, run_npuflow, write_result
 from omegaconf import OmegaConf
 from rich.progress import Progress
 
 PUBLISHED = HERE / "silicon" / "published.yaml"
 MODELS = HERE / "models"
+ONNX_LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 FAST = ("data.calibration_size=4", "data.eval_size=4", "quant.analysis.layers=false",
         "run.cache=false")
 BAND = (1 / 1.5, 1.5)
@@ -38,9 +40,19 @@ def load_pairs(only: list[str]) -> tuple[dict, list[dict]]:
     return data["sources"], pairs
 
 
+def model_path(pair: dict) -> Path | None:
+    """A pair's ONNX file: one shipped in benchmarks/models, or one of the architecture
+    models in onnx's own test data (``onnx_light: densenet121``)."""
+    if pair.get("model_file"):
+        return MODELS / pair["model_file"]
+    if pair.get("onnx_light"):
+        return ONNX_LIGHT / f"light_{pair['onnx_light']}.onnx"
+    return None
+
+
 def overrides(pair: dict) -> list[str]:
-    extra = ["model=onnx", f"model.path={MODELS / pair['model_file']}"] \
-        if pair.get("model_file") else []
+    path = model_path(pair)
+    extra = ["model=onnx", f"model.path={path}"] if path else []
     return [*extra, *pair["overrides"], *FAST]
 
 

@@ -17,6 +17,9 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ops.activation import OPS_PER_ELEMENT
+from ops.registry import SPECS
+
 PRECISIONS = ("int8", "int16", "fp16", "fp32")
 DATAFLOWS = ("ws", "os", "is")
 LAYOUTS = ("NHWC", "NCHW")
@@ -231,6 +234,14 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
         for f in fields(values):
             if getattr(values, f.name) < 0:
                 raise ProfileError(f"{prefix}.{group}.{f.name}", "must be >= 0")
+    for i, op in enumerate(profile.epilogue.activations):
+        if op not in OPS_PER_ELEMENT:
+            raise ProfileError(f"{prefix}.epilogue.activations[{i}]",
+                               f"'{op}' is not an activation op type npuflow knows")
+    for i, op in enumerate(profile.multicore_ops or []):
+        if op not in SPECS:
+            raise ProfileError(f"{prefix}.multicore_ops[{i}]",
+                               f"'{op}' is not an ONNX op type npuflow knows")
     dw = profile.mac_array.depthwise
     if dw.unit == "engine" and dw.channels * dw.pixels * dw.taps / dw.step_cycles > \
             profile.mac_array.rows * profile.mac_array.cols:

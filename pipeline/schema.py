@@ -128,7 +128,7 @@ class TilingConfig:
 @dataclass
 class MemoryConfig:
     sram_fraction: float = 0.5  # share of SRAM for resident activations; the rest for tiles
-    weights: str = "auto"  # auto | resident | streamed
+    weights: str = "auto"  # auto (the profile's weight cache) | resident | streamed
 
 
 @dataclass

@@ -90,6 +90,21 @@ def test_noop_transpose_and_cast_are_removed():
     assert out.graph.node[0].input[0] == "x"
 
 
+def test_old_exporters_sum_becomes_the_add_npus_list(tmp_path):
+    nodes = [helper.make_node("Sum", ["x", "z"], ["a"], name="residual"),
+             helper.make_node("Sum", ["a"], ["b"], name="single"),
+             helper.make_node("Relu", ["b"], ["y"])]
+    shape = [1, 4, 3, 3]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, 1, shape)
+                                           for n in ("x", "z")],
+                              [helper.make_tensor_value_info("y", 1, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds, expected = reference_outputs(model, seed=0)
+    out = npu_passes.remove_noops(model)
+    assert [n.op_type for n in out.graph.node] == ["Add", "Relu"]
+    assert compare(out, feeds, expected, "remove_noops").max_abs == 0.0
+
+
 def test_a_broken_pass_is_caught_by_verification(tmp_path):
     proc, out = _optimize(tmp_path, "model=resnet18",
                           "optimize.passes=[{_target_: tests.custom_stages.broken_pass, "

@@ -4,9 +4,9 @@ all use to price a kernel on the NPU or the host.
 Written here, not in ``hardware``, because it needs the compiler's view of a kernel (is it
 depthwise, which op types it fuses, where its operands live); the formulas it composes
 are ``hardware.cost``'s. The context says what the memory plan decided (input / output in
-DRAM, the weights' DRAM bytes) and what SRAM the tiles may use; placement prices kernels
-before the memory plan exists with everything in DRAM, the final plan with the plan's
-answers, through the same code.
+DRAM, the weights' DRAM bytes) and what SRAM the tiles may use. The compiler costs the
+greedy plan with it, the min-cut placement prices NPU kernels with those very costs, and
+a moved plan is costed again the same way (``driver._place``).
 
 Multi-core NPUs (RK3588: 3 cores sharing one DRAM port) split a kernel only if its op
 types are in ``multicore_ops`` (RKNN lists the ops that run on several cores); the split

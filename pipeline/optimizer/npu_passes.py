@@ -5,7 +5,8 @@
   one view instead of a string of copies it might not support.
 - ``flatten_gemm_bias``: (1, N) Gemm biases become (N,).
 - ``remove_noops``: identity Transposes, Casts to the same type, Identity, inference-mode
-  Dropout, Reshapes to the same shape.
+  Dropout, Reshapes to the same shape, one-input Sums; a two-input Sum (old exporters'
+  residual add) becomes the Add it is, the op NPU support lists name.
 - ``pad_channels`` (``optimize.pad_channels_to``): Conv output channels padded to the NPU's
   multiple with zero filters, consumed by zero weights or sliced away.
 - ``fuse_gelu`` / ``fuse_silu``: the exporter patterns ``0.5*x*(1+erf(x/sqrt2))`` and
@@ -99,9 +100,12 @@ def remove_noops(model: onnx.ModelProto) -> onnx.ModelProto:
             or (node.op_type == "Cast" and dtypes.get(src) == attrs.get("to"))
             or (node.op_type == "Reshape" and shapes.get(src) is not None
                 and shapes.get(src) == shapes.get(node.output[0]))
+            or (node.op_type == "Sum" and len(node.input) == 1)
         )
         if noop:
             bypass(g, node, src)
+        elif node.op_type == "Sum" and len(node.input) == 2:
+            node.op_type = "Add"
     return model
 
 
