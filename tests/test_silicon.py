@@ -26,6 +26,7 @@ from hardware.timeline import schedule
 from ops.graph import from_onnx
 from ops.work import ARRAY, GemmShape, Work
 from pipeline.compiler.driver import compile_graph
+from pipeline.errors import UserError
 from pipeline.runner import run_pipeline
 from pipeline.simulator.replay import FrameCosts, build
 from pipeline.zoo import ZOO
@@ -138,6 +139,19 @@ def test_edge_tpu_caches_parameters_that_fit_and_streams_the_rest_in_order():
     streamed = [k["cost"]["weight_dram_bytes"] > 0 for k in big["kernels"]
                 if k["target"] == "npu" and k["macs"]]
     assert streamed == sorted(streamed)  # a cached prefix, then the streamed rest
+
+
+def test_weight_policy_what_ifs_and_an_unknown_policy():
+    graph = from_onnx(ZOO["mobilenet_v2"](seed=0, opset=17))
+    tpu = _profile("edge_tpu")
+    streamed = _compile(graph, tpu, memory={"weights": "streamed"})
+    assert streamed["memory"]["cached_weight_bytes"] == 0
+    resident = _compile(graph, _profile("rk3588"), memory={"weights": "resident"})
+    assert resident["memory"]["streamed_weight_bytes"] == 0
+    assert streamed["placement"]["greedy_cycles"] > _compile(graph, tpu)["placement"][
+        "greedy_cycles"]  # streaming 3.5 MB over the link costs
+    with pytest.raises(UserError, match=r"compile\.memory\.weights"):
+        _compile(graph, tpu, memory={"weights": "cached"})
 
 
 def test_weights_are_streamed_every_inference_without_a_cache():
