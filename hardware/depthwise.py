@@ -25,15 +25,25 @@ def engine_cycles(gemm: GemmShape, mode: DepthwiseMode, throughput: float) -> in
     if throughput <= 0:
         raise ValueError("this precision does not run on the MAC array (throughput 0)")
     channels = gemm.groups * gemm.n
-    steps = (math.ceil(channels / mode.channels) * math.ceil(gemm.m / mode.pixels)
+    steps = (math.ceil(channels / mode.channels) * pixel_blocks(gemm, mode)
              * math.ceil(gemm.k / mode.taps))
     return math.ceil(steps * mode.step_cycles / throughput)
+
+
+def pixel_blocks(gemm: GemmShape, mode: DepthwiseMode) -> int:
+    """Output-pixel blocks of ``block_rows`` x (pixels / block_rows): Vela counts a 2x2
+    micro-block grid, ceil(H / 2) x ceil(W / 2), so odd maps pay for partial blocks."""
+    cols = mode.pixels // mode.block_rows
+    if mode.block_rows == 1 or not gemm.width:
+        return math.ceil(gemm.m / mode.pixels)
+    rows = gemm.m // gemm.width  # batch x output height
+    return math.ceil(rows / mode.block_rows) * math.ceil(gemm.width / cols)
 
 
 def engine_efficiency(gemm: GemmShape, mode: DepthwiseMode) -> float:
     """Useful MACs per MAC slot of the engine block (edge effects of the ceilings)."""
     channels = gemm.groups * gemm.n
     slots = (math.ceil(channels / mode.channels) * mode.channels
-             * math.ceil(gemm.m / mode.pixels) * mode.pixels
+             * pixel_blocks(gemm, mode) * mode.pixels
              * math.ceil(gemm.k / mode.taps) * mode.taps)
     return gemm.macs / slots if slots else 1.0

@@ -52,13 +52,15 @@ class DepthwiseMode:
     mapping, fill and drain per channel); ``vector`` runs it on the vector unit, one MAC per
     lane per cycle; ``engine`` is the channel-parallel mode of the MAC engine that NPUs
     built for MobileNets have: ``channels`` channels x ``pixels`` output pixels at once,
-    ``taps`` kernel taps per step of ``step_cycles`` cycles (Vela's Ethos-U55-256 model:
-    a 2x2x8 output micro-block, 4 taps per 4 cycles, i.e. channels 8, pixels 4, taps 4,
-    step_cycles 4; ``hardware/depthwise.py``)."""
+    ``taps`` kernel taps per step of ``step_cycles`` cycles; the pixels form a block of
+    ``block_rows`` output rows (Vela's Ethos-U55-256 model: a 2x2x8 output micro-block, 4
+    taps per 4 cycles, i.e. channels 8, pixels 4, block_rows 2, taps 4, step_cycles 4;
+    ``hardware/depthwise.py``)."""
 
     unit: str = "array"  # array | vector | engine
     channels: int = 1
     pixels: int = 1
+    block_rows: int = 1
     taps: int = 1
     step_cycles: int = 1
 
@@ -189,6 +191,7 @@ _POSITIVE = (
     "channel_alignment",
     "mac_array.depthwise.channels",
     "mac_array.depthwise.pixels",
+    "mac_array.depthwise.block_rows",
     "mac_array.depthwise.taps",
     "mac_array.depthwise.step_cycles",
 )
@@ -243,6 +246,9 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
             raise ProfileError(f"{prefix}.multicore_ops[{i}]",
                                f"'{op}' is not an ONNX op type npuflow knows")
     dw = profile.mac_array.depthwise
+    if dw.pixels % dw.block_rows:
+        raise ProfileError(f"{prefix}.mac_array.depthwise.block_rows",
+                           f"must divide pixels ({dw.pixels}), got {dw.block_rows}")
     if dw.unit == "engine" and dw.channels * dw.pixels * dw.taps / dw.step_cycles > \
             profile.mac_array.rows * profile.mac_array.cols:
         raise ProfileError(f"{prefix}.mac_array.depthwise",

@@ -39,7 +39,8 @@ def conv_work(node: Node, graph: Graph) -> Work:
     pixels = n
     for d in spatial:
         pixels *= d
-    gemm = GemmShape(m=pixels, k=w[1] * kernel, n=out_c // group, groups=group)
+    gemm = GemmShape(m=pixels, k=w[1] * kernel, n=out_c // group, groups=group,
+                     width=spatial[-1] if spatial else 0)
     bias = len(node.inputs) > 2 and bool(node.inputs[2])
     return Work(
         unit=ARRAY,

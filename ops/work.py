@@ -19,6 +19,7 @@ class GemmShape:
     k: int
     n: int
     groups: int = 1
+    width: int = 0  # output width of a convolution (M = batch x height x width); 0: not spatial
 
     @property
     def macs(self) -> int:

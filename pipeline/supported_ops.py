@@ -23,7 +23,9 @@ def _depthwise(profile: HardwareProfile) -> str:
     mode = profile.mac_array.depthwise
     if mode.unit == "engine":
         return (f"Depthwise convolutions run in the MAC array's channel-parallel mode "
-                f"({mode.channels} channels x {mode.pixels} pixels x {mode.taps} taps per "
+                f"({mode.channels} channels x {mode.pixels} pixels in blocks of "
+                f"{mode.block_rows} row{'s' if mode.block_rows > 1 else ''} x {mode.taps} "
+                f"taps per "
                 f"{mode.step_cycles} cycle{'s' if mode.step_cycles > 1 else ''}).")
     where = "on the vector unit" if mode.unit == "vector" else \
         "on the systolic array, one GEMM per channel"

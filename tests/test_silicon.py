@@ -90,15 +90,16 @@ def test_double_buffered_dma_exposes_one_latency_per_stream_not_per_tile():
 # -- depthwise in the MAC engine's channel-parallel mode ------------------------------------
 
 @pytest.mark.parametrize(("channels", "height", "width", "kernel"),
-                         [(8, 16, 16, 3), (96, 56, 56, 3), (40, 8, 6, 5), (3, 2, 2, 1)])
+                         [(8, 16, 16, 3), (96, 56, 56, 3), (40, 7, 9, 5), (64, 25, 5, 3),
+                          (3, 1, 1, 1)])
 def test_ethos_depthwise_engine_is_velas_micro_block_formula(channels, height, width, kernel):
     """Vela 5.2.0 npu_performance._estimate_conv_cycles for ConvolutionDepthWise on the
-    U55-256 (2x2x8 output micro-blocks, 4 cycles per step of 4 taps), written out again
-    (even maps: Vela counts micro-block rows and columns, npuflow pixels)."""
+    U55-256 (2x2x8 output micro-blocks, 4 cycles per step of 4 taps), written out again;
+    odd maps (DS-CNN's 25x5) pay for partial micro-blocks."""
     micro_blocks = math.ceil(height / 2) * math.ceil(width / 2) * math.ceil(channels / 8)
     vela = 4 * math.ceil(kernel * kernel / 4) * micro_blocks
     mode = _profile("ethos_u55_256").mac_array.depthwise
-    g = GemmShape(height * width, kernel * kernel, 1, groups=channels)
+    g = GemmShape(height * width, kernel * kernel, 1, groups=channels, width=width)
     assert engine_cycles(g, mode, 1.0) == vela
     assert engine_cycles(g, mode, 0.5) == 2 * vela  # int16 activations: twice the cycles
 

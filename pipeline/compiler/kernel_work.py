@@ -16,7 +16,7 @@ from ops.elementwise import INTEGER_OPS_PER_ELEMENT
 from ops.graph import Graph
 from ops.quant import node_precision
 from ops.registry import work_of
-from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, Work
+from ops.work import ARRAY, FREE, MEMORY, VECTOR, Work
 from pipeline.compiler.fusion import Kernel
 
 SCHEME_PRECISION = {"int8": "int8", "fp16": "fp16", "none": "fp32"}
@@ -74,13 +74,13 @@ def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int) -> Work:
         cin = graph.tensors[kernel.anchor.inputs[0]].shape[1]
         area = g.k // max(cin // g.groups, 1)
         if g.groups == 1:
-            gemm = GemmShape(g.m, _up(cin, alignment) * area, _up(g.n, alignment))
+            gemm = replace(g, k=_up(cin, alignment) * area, n=_up(g.n, alignment))
             in_scale, out_scale = _up(cin, alignment) / cin, gemm.n / g.n
         else:  # depthwise / grouped: pad the number of groups (channels)
-            gemm = GemmShape(g.m, g.k, g.n, _up(g.groups, alignment))
+            gemm = replace(g, groups=_up(g.groups, alignment))
             in_scale = out_scale = gemm.groups / g.groups
     else:
-        gemm = GemmShape(g.m, _up(g.k, alignment), _up(g.n, alignment), g.groups)
+        gemm = replace(g, k=_up(g.k, alignment), n=_up(g.n, alignment))
         in_scale, out_scale = gemm.k / g.k, gemm.n / g.n
     return replace(
         work, gemm=gemm,
