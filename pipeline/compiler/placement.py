@@ -25,13 +25,7 @@ from ops.constraints import CheckResult
 from ops.graph import Graph, Node
 from ops.support import check_node
 from ops.work import Work
-from pipeline.compiler.costing import (
-    CostContext,
-    cpu_cost,
-    depthwise_kernel,
-    npu_cost,
-    running_ops,
-)
+from pipeline.compiler.costing import cpu_cost, depthwise_kernel
 from pipeline.compiler.fusion import Kernel, split
 from pipeline.compiler.kernel_work import aligned, kernel_precision, kernel_work
 
@@ -46,7 +40,7 @@ class Decision:
     precision: str
     work: Work
     checks: list[tuple[str, CheckResult]] = field(default_factory=list)  # (node, result)
-    npu_cycles: float = math.inf  # placement-time estimates (inputs and outputs in DRAM)
+    npu_cycles: float = math.inf  # the greedy plan's cost of it (inf: not NPU-able)
     cpu_cycles: float = 0.0
     fused_form_failed: bool = False
     fused_checks: list[tuple[str, CheckResult]] = field(default_factory=list)  # why it split
@@ -90,13 +84,9 @@ def check_kernel(kernel: Kernel, graph: Graph, profile: HardwareProfile, precisi
 
 
 def _estimate(d: Decision, profile: HardwareProfile) -> None:
-    """Placement-time prices (operands in DRAM: the memory plan comes after placement),
-    from the same function the final plan uses (``costing``)."""
+    """The kernel's CPU price; its NPU price is the greedy plan's cost of it, which the
+    compiler sets once the memory plan exists (``driver._place``)."""
     d.cpu_cycles = cpu_cost(d.work, d.precision, profile).total_cycles
-    if not d.npu_ok:
-        return
-    d.npu_cycles = npu_cost(d.work, d.kernel.name, running_ops(d.kernel), d.precision,
-                            profile, CostContext(), d.depthwise)[0].total_cycles
 
 
 def decide(kernels: list[Kernel], graph: Graph, profile: HardwareProfile,
