@@ -67,8 +67,7 @@ def where_time_goes(run_dir: Path) -> str:
     return ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in top)
 
 
-def measure(pair: dict, workdir: Path) -> dict:
-    run_dir = workdir / f"run_{abs(hash(pair['network'] + pair['profile']))}"
+def measure(pair: dict, run_dir: Path) -> dict:
     metrics = run_npuflow(run_dir, *overrides(pair))
     if "cycles" in pair:
         ours, ref, unit = metrics["cycles_total"], pair["cycles"], "cycles"
@@ -114,9 +113,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, Progress() as progress:
         task = progress.add_task("published pairs", total=len(pairs))
-        for pair in pairs:
+        for i, pair in enumerate(pairs):
             progress.update(task, description=f"{pair['network']} on {pair['profile']}")
-            rows.append(measure(pair, Path(tmp)))
+            rows.append(measure(pair, Path(tmp) / f"pair_{i}"))
             progress.advance(task)
     text = markdown(rows, sources)
     write_result("silicon_agreement", text, rows)

@@ -45,6 +45,13 @@ def _compile(graph, profile, **overrides):
     return compile_graph(graph, profile, OmegaConf.merge(COMPILE_CFG, overrides), "int8")
 
 
+@pytest.fixture(scope="module")
+def resnet8_on_ethos(tmp_path_factory) -> dict:
+    """MLPerf Tiny's trained ResNet-8, int8, compiled for the Ethos-U55 (run once)."""
+    return _quantized_plan("pretrainedResnet", "ethos_u55_256",
+                           tmp_path_factory.mktemp("resnet8"))
+
+
 def _dw_work(channels=96, pixels=28 * 28, taps=9) -> Work:
     g = GemmShape(pixels, taps, 1, groups=channels)
     return Work(ARRAY, macs=g.macs, input_elems=channels * pixels, weight_elems=channels * taps,
@@ -174,8 +181,8 @@ def test_entropy_coding_shrinks_peaked_weights_and_never_grows_a_stream():
     assert entropy_bytes(np.zeros(1000, np.float32)) == 4000  # float weights: raw
 
 
-def test_trained_int8_weights_stream_compressed_on_ethos(tmp_path):
-    packed = _quantized_plan("pretrainedResnet", "ethos_u55_256", tmp_path)["memory"]
+def test_trained_int8_weights_stream_compressed_on_ethos(resnet8_on_ethos, tmp_path):
+    packed = resnet8_on_ethos["memory"]
     raw = _quantized_plan("pretrainedResnet", "ethos_u55_256", tmp_path,
                           "hardware.weights.compression=none")["memory"]
     assert packed["cached_weight_bytes"] == 0
@@ -214,8 +221,8 @@ def test_silu_costs_a_pass_of_its_own_where_the_epilogue_lacks_it():
 
 
 def test_residual_add_is_an_int8_elementwise_pass_where_the_output_stage_cannot_add(
-        tmp_path):
-    plan = _quantized_plan("pretrainedResnet", "ethos_u55_256", tmp_path)
+        resnet8_on_ethos):
+    plan = resnet8_on_ethos
     adds = [k for k in plan["kernels"] if k["op_types"][0] == "Add"]
     assert len(adds) == 3 and all(k["unit"] == "vector" for k in adds)
     # 6 operations per int8 element on 8 lanes, for 32x32x16, 16x16x32 and 8x8x64 outputs;
@@ -225,8 +232,8 @@ def test_residual_add_is_an_int8_elementwise_pass_where_the_output_stage_cannot_
     assert not [k for k in rk_plan["kernels"] if k["op_types"][0] == "Add"]  # fused
 
 
-def test_unpadded_large_average_pool_stays_on_the_ethos_npu(tmp_path):
-    plan = _quantized_plan("pretrainedResnet", "ethos_u55_256", tmp_path)
+def test_unpadded_large_average_pool_stays_on_the_ethos_npu(resnet8_on_ethos):
+    plan = resnet8_on_ethos
     pool = next(k for k in plan["kernels"] if k["op_types"] == ["AveragePool"])
     assert pool["target"] == "npu"
     padded = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[9, 9],

@@ -122,10 +122,8 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
     kernels = fuse(graph, _enabled_patterns(cfg, profile),
                    epilogue_activations=frozenset(profile.epilogue.activations))
     decisions = decide(kernels, graph, profile, float_precision)
-    body = _cost_plan(decisions, graph, profile, cfg)
-    placement = _place(decisions, body, graph, profile, cfg)
-    if placement.pop("body", None) is not None:
-        body = _cost_plan(decisions, graph, profile, cfg)
+    placement, body = _place(decisions, _cost_plan(decisions, graph, profile, cfg), graph,
+                             profile, cfg)
     return {
         "version": PLAN_VERSION,
         "graph": graph.name,
@@ -140,12 +138,12 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
 
 
 def _place(decisions: list[Decision], greedy: dict[str, Any], graph: Graph,
-           profile: HardwareProfile, cfg: DictConfig) -> dict[str, Any]:
+           profile: HardwareProfile, cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Greedy or min-cut placement, priced with the greedy plan's own kernel costs (the
     memory plan and weight cache included), so placement and the final plan agree on what
     a kernel costs. The cut's assignment is kept only if its final plan is faster; the
-    reported estimates are final plans' serial cycles. ``body`` in the result means the
-    targets changed and the plan must be costed again."""
+    reported estimates are final plans' serial cycles. Returns the placement summary and
+    the plan body of the targets it settled on."""
     for d, k in zip(decisions, greedy["kernels"], strict=True):
         if d.target == NPU:
             d.npu_cycles = float(k["cost"]["total_cycles"])
@@ -153,13 +151,13 @@ def _place(decisions: list[Decision], greedy: dict[str, Any], graph: Graph,
     placement = place(decisions, graph, profile, cfg.placement)
     placement["greedy_cycles"] = placement["optimal_cycles"] = _serial_cycles(greedy)
     if not placement["moved"]:
-        return placement
-    moved = _serial_cycles(_cost_plan(decisions, graph, profile, cfg))
-    if moved < placement["greedy_cycles"]:
-        return {**placement, "optimal_cycles": moved, "body": True}
+        return placement, greedy
+    moved = _cost_plan(decisions, graph, profile, cfg)
+    if _serial_cycles(moved) < placement["greedy_cycles"]:
+        return {**placement, "optimal_cycles": _serial_cycles(moved)}, moved
     for d, target in zip(decisions, greedy_targets, strict=True):
         d.target, d.moved_by_optimizer = target, False
-    return {**placement, "moved": 0}
+    return {**placement, "moved": 0}, greedy
 
 
 def _serial_cycles(body: dict[str, Any]) -> int:
