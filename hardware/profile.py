@@ -10,27 +10,34 @@ profile fails at compose time; :func:`load_profile` gives the same checks withou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from hardware.bounds import (
+    AT_LEAST_1,
+    NON_NEGATIVE,
+    POSITIVE,
+    BoundsError,
+    bounded,
+    check_tree,
+    choices,
+)
 from ops.activation import OPS_PER_ELEMENT
 from ops.registry import SPECS
 
 PRECISIONS = ("int8", "int16", "fp16", "fp32")
-DATAFLOWS = ("ws", "os", "is")
-LAYOUTS = ("NHWC", "NCHW")
+Dataflow = choices("Dataflow", "ws", "os", "is")
+Layout = choices("Layout", "NHWC", "NCHW")
+DepthwiseUnit = choices("DepthwiseUnit", "array", "vector", "engine")
+WeightCompression = choices("WeightCompression", "none", "entropy")
 
 
-class ProfileError(ValueError):
+class ProfileError(BoundsError):
     """A profile value that is well-typed but unusable; ``key`` is its full dotted name."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
 
 
 @dataclass
@@ -38,10 +45,10 @@ class PerPrecision:
     """One number per precision. On ``mac_array.throughput`` it is MACs per PE per cycle
     (0 = that precision does not run on the array); on ``energy.mac_pj`` it is pJ per MAC."""
 
-    int8: float = MISSING
-    int16: float = MISSING
-    fp16: float = MISSING
-    fp32: float = MISSING
+    int8: float = bounded(MISSING, NON_NEGATIVE)
+    int16: float = bounded(MISSING, NON_NEGATIVE)
+    fp16: float = bounded(MISSING, NON_NEGATIVE)
+    fp32: float = bounded(MISSING, NON_NEGATIVE)
 
 
 @dataclass
@@ -57,19 +64,19 @@ class DepthwiseMode:
     taps per 4 cycles, i.e. channels 8, pixels 4, block_rows 2, taps 4, step_cycles 4;
     ``hardware/depthwise.py``)."""
 
-    unit: str = "array"  # array | vector | engine
-    channels: int = 1
-    pixels: int = 1
-    block_rows: int = 1
-    taps: int = 1
-    step_cycles: int = 1
+    unit: DepthwiseUnit = DepthwiseUnit.array
+    channels: int = bounded(1, AT_LEAST_1)
+    pixels: int = bounded(1, AT_LEAST_1)
+    block_rows: int = bounded(1, AT_LEAST_1)
+    taps: int = bounded(1, AT_LEAST_1)
+    step_cycles: int = bounded(1, AT_LEAST_1)
 
 
 @dataclass
 class MacArray:
-    rows: int = MISSING
-    cols: int = MISSING
-    dataflow: str = MISSING  # ws | os | is (weight-, output-, input-stationary)
+    rows: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 4096))
+    cols: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 4096))
+    dataflow: Dataflow = MISSING  # ws | os | is (weight-, output-, input-stationary)
     throughput: PerPrecision = field(default_factory=PerPrecision)
     depthwise: DepthwiseMode = field(default_factory=DepthwiseMode)
 
@@ -99,25 +106,26 @@ class Weights:
     moves weights as an entropy-coded stream (Vela's weight compressor); the bytes are the
     weights' measured Shannon entropy (``hardware/compression.py``)."""
 
-    cache_kb: float = 0.0
-    compression: str = "none"  # none | entropy
+    cache_kb: float = bounded(0.0, NON_NEGATIVE)
+    compression: WeightCompression = WeightCompression.none
 
 
 @dataclass
 class VectorUnit:
-    lanes: int = MISSING  # elementwise / activation / pooling elements per cycle
+    # elementwise / activation / pooling elements per cycle
+    lanes: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 65536))
 
 
 @dataclass
 class Sram:
-    size_kb: float = MISSING
-    bandwidth_bytes_per_cycle: float = MISSING
+    size_kb: float = bounded(MISSING, POSITIVE, plausible=(1, 1 << 20))
+    bandwidth_bytes_per_cycle: float = bounded(MISSING, POSITIVE, plausible=(1, 65536))
 
 
 @dataclass
 class Dram:
-    bandwidth_gbps: float = MISSING  # GB/s (1e9 bytes per second)
-    latency_ns: float = MISSING  # paid once per DMA burst (tile transfer)
+    bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.01, 10000))  # 1e9 B/s
+    latency_ns: float = bounded(MISSING, NON_NEGATIVE, plausible=(0, 100000))  # per burst
 
 
 @dataclass
@@ -127,23 +135,36 @@ class Dma:
 
 @dataclass
 class Host:
-    gflops: float = MISSING  # sustained fp32 GFLOP/s of the fallback CPU
-    bandwidth_gbps: float = MISSING
-    layout: str = "NCHW"
+    # sustained fp32 GFLOP/s of the fallback CPU
+    gflops: float = bounded(MISSING, POSITIVE, plausible=(0.01, 1e6))
+    bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.01, 10000))
+    layout: Layout = Layout.NCHW
 
 
 @dataclass
 class Link:
-    bandwidth_gbps: float = MISSING  # NPU <-> CPU transfers
-    sync_us: float = MISSING  # per hand-over (cache flush, interrupt, wake-up)
+    bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.001, 10000))  # NPU <-> CPU
+    # per hand-over (cache flush, interrupt, wake-up)
+    sync_us: float = bounded(MISSING, NON_NEGATIVE, plausible=(0, 100000))
 
 
 @dataclass
 class Energy:
     mac_pj: PerPrecision = field(default_factory=PerPrecision)
-    sram_pj_per_byte: float = MISSING
-    dram_pj_per_byte: float = MISSING
-    static_mw: float = MISSING
+    sram_pj_per_byte: float = bounded(MISSING, NON_NEGATIVE)
+    dram_pj_per_byte: float = bounded(MISSING, NON_NEGATIVE)
+    static_mw: float = bounded(MISSING, NON_NEGATIVE)
+
+
+@dataclass
+class FreeParameter:
+    """A profile number that ``npuflow-calibrate`` may move, within ``[low, high]``
+    (``pipeline/calibrate``). Both bounds are required: a fit without bounds can explain
+    any measurement with an absurd value."""
+
+    key: str = MISSING  # dotted profile key, e.g. dram.bandwidth_gbps
+    low: float = bounded(MISSING, POSITIVE)
+    high: float = bounded(MISSING, POSITIVE)
 
 
 @dataclass
@@ -151,23 +172,26 @@ class HardwareProfile:
     name: str = MISSING
     description: str = MISSING
     based_on: str = MISSING  # the public source of the numbers
-    frequency_mhz: float = MISSING
-    cores: int = 1
+    frequency_mhz: float = bounded(MISSING, POSITIVE, plausible=(1, 10000))
+    cores: int = bounded(1, AT_LEAST_1, plausible=(1, 256))
     mac_array: MacArray = field(default_factory=MacArray)
     vector_unit: VectorUnit = field(default_factory=VectorUnit)
     sram: Sram = field(default_factory=Sram)
     dram: Dram = field(default_factory=Dram)
     dma: Dma = field(default_factory=Dma)
-    dispatch_cycles: int = MISSING
+    dispatch_cycles: int = bounded(MISSING, NON_NEGATIVE, plausible=(0, 10_000_000))
     multicore_ops: list[str] | None = None  # op types split across cores (None: all)
     epilogue: Epilogue = field(default_factory=Epilogue)
     weights: Weights = field(default_factory=Weights)
-    layout: str = "NHWC"
-    channel_alignment: int = 1
-    ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # op type -> limits
+    layout: Layout = Layout.NHWC
+    channel_alignment: int = bounded(1, AT_LEAST_1)
+    # op type -> limits; required: ``ops: {}`` says "nothing runs on the NPU"
+    ops: dict[str, dict[str, Any]] = MISSING
     host: Host = field(default_factory=Host)
     link: Link = field(default_factory=Link)
     energy: Energy = field(default_factory=Energy)
+    # the assumptions a calibration may fit, with bounds (physical facts are not listed)
+    calibrate: list[FreeParameter] = field(default_factory=list)
 
     @property
     def peak_macs_per_cycle(self) -> dict[str, float]:
@@ -176,67 +200,14 @@ class HardwareProfile:
         return {p: pes * getattr(self.mac_array.throughput, p) for p in PRECISIONS}
 
 
-_POSITIVE = (
-    "frequency_mhz",
-    "cores",
-    "mac_array.rows",
-    "mac_array.cols",
-    "vector_unit.lanes",
-    "sram.size_kb",
-    "sram.bandwidth_bytes_per_cycle",
-    "dram.bandwidth_gbps",
-    "host.gflops",
-    "host.bandwidth_gbps",
-    "link.bandwidth_gbps",
-    "channel_alignment",
-    "mac_array.depthwise.channels",
-    "mac_array.depthwise.pixels",
-    "mac_array.depthwise.block_rows",
-    "mac_array.depthwise.taps",
-    "mac_array.depthwise.step_cycles",
-)
-_NON_NEGATIVE = (
-    "weights.cache_kb",
-    "dram.latency_ns",
-    "dispatch_cycles",
-    "link.sync_us",
-    "energy.sram_pj_per_byte",
-    "energy.dram_pj_per_byte",
-    "energy.static_mw",
-)
-_CHOICES = {
-    "mac_array.dataflow": DATAFLOWS,
-    "mac_array.depthwise.unit": ("array", "vector", "engine"),
-    "weights.compression": ("none", "entropy"),
-    "layout": LAYOUTS,
-    "host.layout": LAYOUTS,
-}
-
-
-def _get(obj: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProfile:
-    """Reject physically meaningless values; the error names the full key."""
-    for key in _POSITIVE:
-        if not _get(profile, key) > 0:
-            raise ProfileError(f"{prefix}.{key}", f"must be > 0, got {_get(profile, key)}")
-    for key in _NON_NEGATIVE:
-        if _get(profile, key) < 0:
-            raise ProfileError(f"{prefix}.{key}", f"must be >= 0, got {_get(profile, key)}")
-    for key, allowed in _CHOICES.items():
-        if _get(profile, key) not in allowed:
-            raise ProfileError(
-                f"{prefix}.{key}", f"must be one of {list(allowed)}, got {_get(profile, key)!r}"
-            )
-    for group in ("mac_array.throughput", "energy.mac_pj"):
-        values = _get(profile, group)
-        for f in fields(values):
-            if getattr(values, f.name) < 0:
-                raise ProfileError(f"{prefix}.{group}.{f.name}", "must be >= 0")
+    """Reject physically meaningless values (the ranges declared on the fields, and the
+    cross-checks below); the error names the full key. Choices are enums, which OmegaConf
+    checks while merging."""
+    try:
+        check_tree(profile, prefix)
+    except BoundsError as exc:
+        raise ProfileError(exc.key, exc.reason) from exc
     for i, op in enumerate(profile.epilogue.activations):
         if op not in OPS_PER_ELEMENT:
             raise ProfileError(f"{prefix}.epilogue.activations[{i}]",
@@ -256,10 +227,57 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
                            "pixels x taps / step_cycles) than the array has PEs")
     if not any(getattr(profile.mac_array.throughput, p) > 0 for p in PRECISIONS):
         raise ProfileError(f"{prefix}.mac_array.throughput", "no precision runs on the array")
+    if profile.weights.cache_kb > profile.sram.size_kb:
+        raise ProfileError(f"{prefix}.weights.cache_kb",
+                           f"the weight cache ({profile.weights.cache_kb} KB) cannot be "
+                           f"larger than the SRAM ({profile.sram.size_kb} KB)")
     for op, limits in profile.ops.items():
-        if not isinstance(limits, dict | DictConfig):
-            raise ProfileError(f"{prefix}.ops.{op}", "must be a mapping of limits (or {})")
+        _check_op_limits(op, limits, f"{prefix}.ops.{op}")
+    for i, free in enumerate(profile.calibrate):
+        _check_free_parameter(profile, free.key, free, f"{prefix}.calibrate[{i}]")
+    keys = [free.key for free in profile.calibrate]
+    if len(set(keys)) < len(keys):
+        raise ProfileError(f"{prefix}.calibrate", "a key is listed twice")
     return profile
+
+
+def profile_value(profile: HardwareProfile, dotted: str) -> Any:
+    """The value at a dotted key (``dram.bandwidth_gbps``); KeyError if there is none."""
+    obj: Any = profile
+    for part in dotted.split("."):
+        if not hasattr(obj, part):
+            raise KeyError(dotted)
+        obj = getattr(obj, part)
+    return obj
+
+
+def _check_free_parameter(profile: HardwareProfile, key: str, free: FreeParameter,
+                          where: str) -> None:
+    try:
+        value = profile_value(profile, key)
+    except KeyError:
+        raise ProfileError(where, f"'{key}' is not a key of the profile") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProfileError(where, f"'{key}' is not a number, it cannot be fitted")
+    if not free.low < free.high:
+        raise ProfileError(where, f"low ({free.low}) must be below high ({free.high})")
+    if not free.low <= value <= free.high:
+        raise ProfileError(where, f"the profile's value {value} lies outside "
+                           f"[{free.low}, {free.high}]")
+
+
+def _check_op_limits(op: str, limits: Any, key: str) -> None:
+    """An ``ops:`` entry names an op type npuflow knows and only limits its rules read: a
+    misspelt limit would otherwise be silently unenforced."""
+    if op not in SPECS:
+        raise ProfileError(key, f"'{op}' is not an ONNX op type npuflow knows")
+    if not isinstance(limits, dict | DictConfig):
+        raise ProfileError(key, "must be a mapping of limits (or {})")
+    known = sorted({k for check in SPECS[op].checks for k in check.limits})
+    for name in limits:
+        if name not in known:
+            raise ProfileError(f"{key}.{name}", f"not a limit of {op}'s rules "
+                               f"(known: {', '.join(known) or 'none'})")
 
 
 def profile_from_config(cfg: DictConfig | dict, prefix: str = "hardware") -> HardwareProfile:

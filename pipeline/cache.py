@@ -8,7 +8,9 @@ restored from the cache.
 Entries are written as ``<key>.tmp-<pid>`` and renamed to ``<key>`` only after a ``COMPLETE``
 marker is in place, so a job killed mid-write leaves no entry a later run would trust, and
 two parallel jobs computing the same entry race harmlessly (the second rename loses and its
-copy is discarded).
+copy is discarded). The marker holds the digest of the entry's files: an entry whose files
+no longer match it (a disk error, an edit, a truncated copy) is removed with a warning and
+recomputed, so a corrupted cache never fails a run.
 
     python -m pipeline.cache info [DIR]     # entries and size per stage
     python -m pipeline.cache clear [DIR]    # remove everything
@@ -21,6 +23,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -32,13 +35,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.artifacts import file_digest
 
+log = logging.getLogger("npuflow")
 MARKER = "COMPLETE"
 _NOT_KEYED = ("cache_dir", "cache")  # where the cache lives does not change results
 
 
 def folder_digest(folder: Path) -> str:
+    """Digest of a folder's files (names and contents); the cache marker is not content."""
     h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MARKER):
         h.update(str(path.relative_to(folder)).encode())
         h.update(file_digest(path).encode())
     return h.hexdigest()
@@ -96,8 +101,18 @@ def entry(root: Path, name: str, key: str) -> Path:
 
 
 def lookup(root: Path, name: str, key: str) -> Path | None:
+    """The entry for ``key`` if it is complete and its files match their digest; a
+    corrupted entry is removed (and logged) so that the caller recomputes it."""
     path = entry(root, name, key)
-    return path if (path / MARKER).is_file() else None
+    marker = path / MARKER
+    if not marker.is_file():
+        return None
+    if marker.read_text().strip() == folder_digest(path):
+        return path
+    log.warning("cache entry %s does not match its digest (corrupted); removed, recomputing",
+                path)
+    shutil.rmtree(path, ignore_errors=True)
+    return None
 
 
 def restore(cached: Path, dest: Path) -> None:
@@ -111,7 +126,7 @@ def store(root: Path, name: str, key: str, produced: Path) -> None:
     tmp = final.with_name(f"{key}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(produced, tmp)
-    (tmp / MARKER).write_text("ok\n")
+    (tmp / MARKER).write_text(folder_digest(tmp) + "\n")
     try:
         if not final.exists():
             os.replace(tmp, final)

@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 
 import hydra
+import yaml
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
@@ -47,7 +49,7 @@ def _print_summary(metrics: dict, run_dir: Path) -> None:
 def app(cfg: DictConfig) -> dict | float:
     hc = HydraConfig.get()
     try:
-        check_complete(cfg, dict(hc.runtime.choices))
+        check_complete(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
         run_dir = Path(hc.runtime.output_dir)
         metrics = run_pipeline(cfg, run_dir)
     except Exception as exc:
@@ -74,10 +76,50 @@ def _exit_if_user_error(exc: BaseException) -> None:
     sys.exit(getattr(exc, "exit_code", 2))
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return seen
+
+
+def _yaml_error(exc: BaseException) -> str | None:
+    """A YAML syntax error in a config or profile: file, line and column of the problem."""
+    err = next((e for e in _chain(exc) if isinstance(e, yaml.MarkedYAMLError)), None)
+    if err is None:
+        return None
+    mark = err.problem_mark or err.context_mark
+    where = f"{mark.name}:{mark.line + 1}:{mark.column + 1}" if mark else "config"
+    return f"{where}: YAML error: {err.problem or err.context}"
+
+
+def _group_override(argv: list[str]) -> str | None:
+    """Hydra's ValueError for ``hardware=nan``: a group choice that its override grammar
+    reads as a number."""
+    groups = {p.name for p in Path(CONF_DIR).iterdir() if p.is_dir()}
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.partition("=")[0] not in groups:
+            continue
+        value = parser.parse_override(arg).value()
+        if not isinstance(value, str | list):
+            return (f"override '{arg}': a {arg.partition('=')[0]} choice names a YAML file, "
+                    f"and this value reads as a {type(value).__name__}")
+    return None
+
+
 def describe(exc: BaseException) -> str | None:
     """One line for a user mistake, or None for a bug (which keeps its traceback)."""
     if isinstance(exc, UserError):
         return str(exc)
+    yaml_problem = _yaml_error(exc)
+    if yaml_problem:
+        return yaml_problem
+    if isinstance(exc, ValueError) and str(exc).startswith("Config group override must be"):
+        return _group_override(sys.argv[1:]) or " ".join(str(exc).split())
+    if isinstance(exc, OSError) and exc.filename:  # e.g. a run folder under a file
+        return f"{exc.filename}: {exc.strerror or type(exc).__name__}"
     if isinstance(exc, MissingConfigException):
         first = str(exc).strip().splitlines()[0]
         options = getattr(exc, "options", None)

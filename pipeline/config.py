@@ -1,29 +1,82 @@
-"""Checks on a composed config that Hydra's schema merge cannot make by itself."""
+"""The door: every check on a composed config that Hydra's schema merge cannot make by
+itself, run once before the first stage does any work."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from hardware.profile import HardwareProfile, ProfileError, profile_from_config
+from hardware.bounds import BoundsError, check_tree
+from hardware.profile import HardwareProfile, profile_from_config
 from pipeline.errors import UserError
+from pipeline.schema import INTEGER_TYPES, TileOverride
+
+log = logging.getLogger("npuflow")
+
+_HINTS = {"hardware.ops": " (an explicit 'ops: {}' means nothing runs on the NPU)"}
 
 
-def source_file(key: str, choices: Mapping[str, str | None]) -> str:
-    """The YAML a key came from: ``<group>/<choice>.yaml`` in the config search path."""
+def source_file(key: str, choices: Mapping[str, str | None],
+                overrides: Sequence[str] = ()) -> str:
+    """Where a key's value came from: the command-line override that set it, else the YAML
+    it was read from (``<group>/<choice>.yaml`` in the config search path)."""
+    for override in overrides:
+        name = override.partition("=")[0].lstrip("+~")
+        if name in choices:  # hardware=bad picks a file: the file is the source
+            continue
+        if key == name or key.startswith(name + ".") or name.startswith(key + "."):
+            return f"override '{override}'"
     group = key.split(".")[0]
     choice = choices.get(group)
     return f"{group}/{choice}.yaml" if choice else "config.yaml"
 
 
-def check_complete(cfg: DictConfig, choices: Mapping[str, str | None]) -> HardwareProfile:
-    """Every required value is set and the hardware profile is physically meaningful."""
+def check_complete(cfg: DictConfig, choices: Mapping[str, str | None],
+                   overrides: Sequence[str] = ()) -> HardwareProfile:
+    """Every required value is set, every value lies in the range its schema field
+    declares (``hardware/bounds.py``), and the hardware profile is physically meaningful.
+    Values inside their range but implausible (a 0.001 KB SRAM) are logged as warnings."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         key = missing[0]
-        raise UserError(f"{source_file(key, choices)}: missing required key '{key}'")
+        raise UserError(f"{source_file(key, choices, overrides)}: missing required key '{key}'"
+                        f"{_HINTS.get(key, '')}")
     try:
-        return profile_from_config(cfg.hardware)
-    except ProfileError as exc:
-        raise UserError(f"{source_file('hardware', choices)}: {exc}") from exc
+        profile = profile_from_config(cfg.hardware)
+        warnings = check_tree(OmegaConf.to_object(cfg), "")
+        for kernel, tiles in cfg.compile.tiling.overrides.items():
+            check_tree(_tile_override(tiles, kernel), f"compile.tiling.overrides.{kernel}")
+    except BoundsError as exc:
+        raise UserError(f"{source_file(exc.key, choices, overrides)}: {exc}") from exc
+    _check_quant_types(cfg)
+    for warning in warnings:
+        log.warning("%s: %s", source_file(warning.split(" ")[0], choices, overrides), warning)
+    return profile
+
+
+def _tile_override(tiles: object, kernel: str) -> TileOverride:
+    key = f"compile.tiling.overrides.{kernel}"
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(TileOverride), tiles)
+    except OmegaConfBaseException as exc:
+        where = f"{key}.{exc.full_key}" if getattr(exc, "full_key", None) else key
+        raise UserError(f"{where}: {str(exc).splitlines()[0]}") from exc
+    obj = OmegaConf.to_object(node)
+    assert isinstance(obj, TileOverride)
+    return obj
+
+
+def _check_quant_types(cfg: DictConfig) -> None:
+    """Integer quantization needs integer types; the schema allows fp16/fp32 because the
+    float schemes name their types with the same keys."""
+    if cfg.quant.scheme != "int8":
+        return
+    keys = {f"quant.{k}": cfg.quant[k] for k in ("activation_type", "weight_type")}
+    keys.update({f"quant.tensor_overrides.{t}": q for t, q in cfg.quant.tensor_overrides.items()})
+    for key, value in keys.items():
+        if value not in INTEGER_TYPES:
+            raise UserError(f"{key}: quant.scheme=int8 quantizes to {', '.join(INTEGER_TYPES)}, "
+                            f"got '{value}'")

@@ -102,6 +102,11 @@ def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None) -> o
         del model.graph.value_info[:]
         _declare_static_outputs(model)
     for vi in graph_inputs(model):
+        dims = vi.type.tensor_type.shape.dim
+        empty = [i for i, d in enumerate(dims) if d.HasField("dim_value") and d.dim_value == 0]
+        if empty:
+            raise UserError(f"model: input '{vi.name}' has size 0 on axis {empty[0]} (an "
+                            "empty tensor); set model.input_shape=[...] to the real shape")
         dynamic = _dynamic_axes(vi)
         if dynamic:
             axes = ", ".join(f"axis {i} ('{name}')" for i, name in dynamic)
@@ -127,10 +132,8 @@ def build_model(cfg: DictConfig, cache_dir: str) -> onnx.ModelProto:
         except TypeError as exc:
             raise UserError(f"model.params: {exc}") from exc
         return fix_input_shapes(model, cfg.input_shape)
-    if cfg.source == "onnx":
-        if not cfg.path:
-            raise UserError("model.path: model=onnx needs model.path=FILE")
-        model = onnx_io.load_model(cfg.path)
-        model = fix_input_shapes(model, cfg.input_shape)
-        return upgrade_opset(model, cfg.opset)
-    raise UserError(f"model.source: must be 'zoo' or 'onnx', got '{cfg.source}'")
+    if not cfg.path:  # source=onnx (the schema's enum allows nothing else)
+        raise UserError("model.path: model=onnx needs model.path=FILE")
+    model = onnx_io.load_model(cfg.path)
+    model = fix_input_shapes(model, cfg.input_shape)
+    return upgrade_opset(model, cfg.opset)

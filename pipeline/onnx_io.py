@@ -13,6 +13,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from google.protobuf.message import DecodeError
+from onnx.external_data_helper import (
+    ExternalDataInfo,
+    load_external_data_for_model,
+    uses_external_data,
+)
 
 from pipeline.artifacts import atomic_path, bytes_digest
 from pipeline.errors import UserError
@@ -25,17 +30,66 @@ _ORT_NP_TYPES = {
 
 
 def load_model(path: str | Path) -> onnx.ModelProto:
+    """Load a user's ONNX file; each way a file can be wrong is its own line."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"model.path: '{path}' is a directory; give the .onnx file in it")
     if not path.is_file():
         raise UserError(f"model.path: no such file '{path}'")
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
     except (DecodeError, ValueError, RuntimeError, OSError) as exc:
         kind = type(exc).__name__
         raise UserError(f"model.path: '{path}' is not an ONNX model ({kind})") from exc
+    _check_external_data(model, path)
     if not model.graph.node:
-        raise UserError(f"model.path: '{path}' is not an ONNX model (no graph nodes)")
+        raise UserError(f"model.path: '{path}' has a graph with no nodes (nothing to compile)")
+    _check_acyclic(model.graph, path)
     return model
+
+
+def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Tensors stored beside the model (``save_as_external_data``) must be there; load
+    them, naming the first file that is missing rather than onnx's 60-line error."""
+    for tensor in model.graph.initializer:
+        if uses_external_data(tensor):
+            location = path.parent / ExternalDataInfo(tensor).location
+            if not location.is_file():
+                raise UserError(f"model.path: '{path}' keeps tensor '{tensor.name}' in "
+                                f"'{location}', which does not exist")
+    try:
+        load_external_data_for_model(model, str(path.parent))
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"model.path: '{path}': cannot load its external data: {first}"
+                        ) from exc
+
+
+def _check_acyclic(graph: onnx.GraphProto, path: Path) -> None:
+    """A data-flow cycle, named by a node on it: onnx's checker only says the nodes are not
+    sorted, and cuts its message before the node."""
+    producer = {out: i for i, n in enumerate(graph.node) for out in n.output if out}
+    waiting = {i: {producer[t] for t in n.input if t in producer}
+               for i, n in enumerate(graph.node)}
+    done: set[int] = set()
+    progress = True
+    while progress:
+        ready = [i for i, deps in waiting.items() if deps <= done]
+        progress = bool(ready)
+        for i in ready:
+            done.add(i)
+            del waiting[i]
+    while True:  # drop nodes downstream of a cycle: what is left feeds itself
+        feeding = set().union(*waiting.values()) if waiting else set()
+        sinks = [i for i in waiting if i not in feeding]
+        if not sinks:
+            break
+        for i in sinks:
+            del waiting[i]
+    if waiting:
+        names = [f"'{graph.node[i].name or graph.node[i].output[0]}'" for i in sorted(waiting)]
+        raise UserError(f"model.path: '{path}' has a cycle through nodes "
+                        f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}")
 
 
 def save_model(model: onnx.ModelProto, path: Path) -> None:

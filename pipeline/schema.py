@@ -16,7 +16,32 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from hardware.bounds import (
+    AT_LEAST_1,
+    NON_NEGATIVE,
+    PERCENT,
+    POSITIVE,
+    Range,
+    bounded,
+    choices,
+)
 from hardware.profile import HardwareProfile
+
+ModelSource = choices("ModelSource", "zoo", "onnx")
+DataKind = choices("DataKind", "synthetic", "digits", "images", "npy")
+ChannelOrder = choices("ChannelOrder", "RGB", "BGR")
+DataLayout = choices("DataLayout", "NCHW", "NHWC")
+CalibrationMethod = choices("CalibrationMethod", "minmax", "entropy", "percentile")
+Scheme = choices("Scheme", "none", "fp16", "int8")
+QuantType = choices("QuantType", "int8", "uint8", "int16", "fp16", "fp32")
+INTEGER_TYPES = ("int8", "uint8", "int16")  # what quant.scheme=int8 can use
+FloatPrecision = choices("FloatPrecision", "fp16", "fp32")
+Placement = choices("Placement", "greedy", "optimal")
+ControlFlow = choices("ControlFlow", "error", "host")
+TilingMode = choices("TilingMode", "auto", "fixed")
+LoopOrder = choices("LoopOrder", "mnk", "mkn", "nmk", "nkm", "kmn", "knm")
+Objective = choices("Objective", "cycles", "energy", "edp")
+WeightPolicy = choices("WeightPolicy", "auto", "resident", "streamed")
 
 
 @dataclass
@@ -31,11 +56,12 @@ class ModelReference:
 @dataclass
 class ModelConfig:
     name: str = MISSING
-    source: str = "zoo"  # zoo | onnx
+    source: ModelSource = ModelSource.zoo
     description: str = ""
     path: str | None = None  # for source=onnx
-    input_shape: list[int] | None = None  # fixes dynamic dims (single-input models)
-    opset: int = 17  # target opset of the exported model
+    # fixes dynamic dims (single-input models)
+    input_shape: list[int] | None = bounded(None, AT_LEAST_1)
+    opset: int = bounded(17, Range(low=7))  # target opset of the exported model
     seed: int = 0  # weights of zoo models, inputs of the reference run
     params: dict[str, Any] = field(default_factory=dict)  # builder arguments
     reference: ModelReference = field(default_factory=ModelReference)
@@ -44,63 +70,66 @@ class ModelConfig:
 @dataclass
 class DataConfig:
     name: str = MISSING
-    kind: str = "synthetic"  # synthetic | digits | images | npy
+    kind: DataKind = DataKind.synthetic
     path: str | None = None  # images / npy folder
-    calibration_size: int = 32
-    eval_size: int = 64
+    calibration_size: int = bounded(32, AT_LEAST_1)
+    eval_size: int = bounded(64, AT_LEAST_1)
     seed: int = 0
     # images: one preprocessing for calibration and evaluation
-    resize: int | None = None  # short side before the centre crop (None: the crop size)
-    scale: float = 1.0 / 255.0
+    resize: int | None = bounded(None, AT_LEAST_1)  # short side before the centre crop
+    scale: float = bounded(1.0 / 255.0, POSITIVE)
     mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
-    std: list[float] = field(default_factory=lambda: [0.229, 0.224, 0.225])
-    channel_order: str = "RGB"  # RGB | BGR
-    layout: str = "NCHW"  # NCHW | NHWC
+    std: list[float] = bounded(None, POSITIVE, factory=lambda: [0.229, 0.224, 0.225])
+    channel_order: ChannelOrder = ChannelOrder.RGB
+    layout: DataLayout = DataLayout.NCHW
 
 
 @dataclass
 class CalibrationConfig:
-    method: str = "minmax"  # minmax | entropy | percentile
-    percentile: float = 99.999
-    num_bins: int = 2048
-    num_quantized_bins: int = 128
+    method: CalibrationMethod = CalibrationMethod.minmax
+    percentile: float = bounded(99.999, PERCENT)
+    num_bins: int = bounded(2048, AT_LEAST_1)
+    num_quantized_bins: int = bounded(128, AT_LEAST_1)
 
 
 @dataclass
 class AnalysisConfig:
     layers: bool = True  # accumulated per-layer report
     isolated: bool = False  # also quantize each layer alone (one run per layer)
-    samples: int = 8  # evaluation samples the per-layer runs use
-    jump_cosine: float = 0.99  # name the first layer below this cosine
+    samples: int = bounded(8, AT_LEAST_1)  # evaluation samples the per-layer runs use
+    jump_cosine: float = bounded(0.99, Range(low=-1, high=1))  # first layer below it
 
 
 @dataclass
 class AutoTarget:
-    min_output_cosine: float | None = None
-    max_top1_drop: float = 0.5  # percentage points, used when no cosine target is set
+    min_output_cosine: float | None = bounded(None, Range(low=-1, high=1))
+    # percentage points, used when no cosine target is set
+    max_top1_drop: float = bounded(0.5, Range(low=0, high=100))
 
 
 @dataclass
 class AutoConfig:
     enabled: bool = False
     target: AutoTarget = field(default_factory=AutoTarget)
-    max_float_layers: int = 10
+    max_float_layers: int = bounded(10, NON_NEGATIVE)
 
 
 @dataclass
 class QuantConfig:
-    scheme: str = MISSING  # none | fp16 | int8
-    activation_type: str = "int8"  # int8 | uint8 | int16 (A16W8)
-    weight_type: str = "int8"
+    scheme: Scheme = MISSING
+    # int16: A16W8; fp16/fp32 describe the float schemes (quant=fp16, quant=none)
+    activation_type: QuantType = QuantType.int8
+    weight_type: QuantType = QuantType.int8
     per_channel: bool = True
     activation_symmetric: bool = False
     weight_symmetric: bool = True
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     keep_float: list[str] = field(default_factory=list)  # node names or fnmatch patterns
-    keep_first_n: int = 0  # first N compute layers stay float
-    keep_last_n: int = 0
-    float_precision: str = "fp16"  # how float layers of a quantized model run on the NPU
-    tensor_overrides: dict[str, str] = field(default_factory=dict)  # tensor -> int16 ...
+    keep_first_n: int = bounded(0, NON_NEGATIVE)  # first N compute layers stay float
+    keep_last_n: int = bounded(0, NON_NEGATIVE)
+    # how float layers of a quantized model run on the NPU
+    float_precision: FloatPrecision = FloatPrecision.fp16
+    tensor_overrides: dict[str, QuantType] = field(default_factory=dict)  # tensor -> int16
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     auto: AutoConfig = field(default_factory=AutoConfig)
 
@@ -108,27 +137,45 @@ class QuantConfig:
 @dataclass
 class OptimizeConfig:
     passes: list[Any] = field(default_factory=list)  # names or {_target_: module.fn}
-    tolerance: float = 1e-4  # max relative output error any pass may introduce
-    abs_tolerance: float = 1e-6  # ...unless the max absolute error is within float32 rounding
-    max_rounds: int = 3  # repeat the list until node counts stop changing
-    pad_channels_to: int = 0  # > 1: pad Conv output channels to this multiple (last pass)
+    # max relative output error any pass may introduce...
+    tolerance: float = bounded(1e-4, NON_NEGATIVE)
+    # ...unless the max absolute error is within float32 rounding
+    abs_tolerance: float = bounded(1e-6, NON_NEGATIVE)
+    max_rounds: int = bounded(3, AT_LEAST_1)  # repeat the list until node counts settle
+    # > 1: pad Conv output channels to this multiple (last pass)
+    pad_channels_to: int = bounded(0, NON_NEGATIVE)
+
+
+@dataclass
+class TileOverride:
+    """Fixed-mode tiles for one kernel (unset: the global tile_m / tile_n / tile_k)."""
+
+    tile_m: int | None = bounded(None, AT_LEAST_1)
+    tile_n: int | None = bounded(None, AT_LEAST_1)
+    tile_k: int | None = bounded(None, AT_LEAST_1)
+    order: LoopOrder | None = None
 
 
 @dataclass
 class TilingConfig:
-    mode: str = "auto"  # auto | fixed
-    tile_m: int | None = None  # fixed mode: tile sizes (None = the whole dimension)
-    tile_n: int | None = None
-    tile_k: int | None = None
-    order: str = "mnk"  # fixed mode: tile loop order, outer to inner
-    objective: str = "cycles"  # auto mode: cycles | energy | edp
-    overrides: dict[str, Any] = field(default_factory=dict)  # kernel name -> {tile_m: ..}
+    mode: TilingMode = TilingMode.auto
+    # fixed mode: tile sizes (None = the whole dimension)
+    tile_m: int | None = bounded(None, AT_LEAST_1)
+    tile_n: int | None = bounded(None, AT_LEAST_1)
+    tile_k: int | None = bounded(None, AT_LEAST_1)
+    order: LoopOrder = LoopOrder.mnk  # fixed mode: tile loop order, outer to inner
+    objective: Objective = Objective.cycles  # auto mode
+    # kernel name -> TileOverride fields; a plain mapping so that the dotted override
+    # +compile.tiling.overrides.conv_0.tile_m=8 works (checked against TileOverride at the
+    # door, pipeline/config.py)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class MemoryConfig:
-    sram_fraction: float = 0.5  # share of SRAM for resident activations; the rest for tiles
-    weights: str = "auto"  # auto (the profile's weight cache) | resident | streamed
+    # share of SRAM for resident activations; the rest for tiles
+    sram_fraction: float = bounded(0.5, Range(low=0, high=1, high_open=True))
+    weights: WeightPolicy = WeightPolicy.auto  # auto: the profile's weight cache
 
 
 @dataclass
@@ -137,26 +184,32 @@ class CompileConfig:
     fusion_patterns: dict[str, bool] = field(default_factory=lambda: {
         "epilogue": True, "residual": True, "gelu": True, "silu": True, "elementwise": True,
         "pool": False})
-    placement: str = "greedy"  # greedy | optimal
+    placement: Placement = Placement.greedy
     # If/Loop/Scan: their bodies' cost depends on run-time data. error: stop naming the
     # node; host: run them on the CPU with the body uncosted (listed in uncosted_ops)
-    control_flow: str = "error"
+    control_flow: ControlFlow = ControlFlow.error
     tiling: TilingConfig = field(default_factory=TilingConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
 
 
 @dataclass
 class SimulateConfig:
-    frames: int = 1  # frames in the throughput run
-    pipeline_depth: int = 1  # frames in flight between the CPU producer and the NPU
-    preprocess_ms: float = 0.0  # per-frame host work before inference (decode, resize, ...)
-    postprocess_ms: float = 0.0  # per-frame host work after it (NMS, argmax, ...)
+    frames: int = bounded(1, AT_LEAST_1)  # frames in the throughput run
+    # frames in flight between the CPU producer and the NPU
+    pipeline_depth: int = bounded(1, AT_LEAST_1)
+    # per-frame host work before inference (decode, resize, ...) and after it (NMS, ...)
+    preprocess_ms: float = bounded(0.0, NON_NEGATIVE)
+    postprocess_ms: float = bounded(0.0, NON_NEGATIVE)
+    # timeline / roofline / layers PNGs (most of a small model's simulate time; calibration
+    # turns them off for its hundreds of evaluations)
+    plots: bool = True
 
 
 @dataclass
 class RunConfig:
     seed: int = 0
-    ort_threads: int = 1  # onnxruntime intra-op threads (1 keeps digests bit-exact)
+    # onnxruntime intra-op threads (1 keeps digests bit-exact)
+    ort_threads: int = bounded(1, AT_LEAST_1)
     cache_dir: str = ".npuflow-cache"  # trained zoo models; the stage cache
     cache: bool = True  # reuse stage outputs whose key (config slice + inputs) matches
     objective: str | None = None  # metric returned to a search sweeper (Optuna), e.g. latency_ms

@@ -109,7 +109,8 @@ def test_plain_yaml_profile_loads_without_hydra(tmp_path):
 def test_profile_from_plain_dict_rejects_bad_dataflow():
     profile = yaml.safe_load((CONF / "hardware" / "rk3588.yaml").read_text())
     profile["mac_array"]["dataflow"] = "rs"
-    with pytest.raises(ProfileError, match=r"hardware.mac_array.dataflow: must be one of"):
+    with pytest.raises(ProfileError, match=r"hardware.mac_array.dataflow: Invalid value 'rs', "
+                                           r"expected one of \[ws, os, is\]"):
         profile_from_config(profile)
 
 

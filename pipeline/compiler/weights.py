@@ -15,9 +15,6 @@ from hardware.cost import WIDTHS
 from hardware.profile import HardwareProfile
 from ops.graph import Graph
 from pipeline.compiler.placement import NPU, Decision
-from pipeline.errors import UserError
-
-POLICIES = ("auto", "resident", "streamed")
 
 
 def _weight_values(d: Decision, graph: Graph) -> list:
@@ -51,9 +48,6 @@ def weight_dram_bytes(decisions: list[Decision], graph: Graph, profile: Hardware
     raw size), and the bytes cached. The cache fills in execution order, as the Edge TPU
     compiler fills its parameter cache; ``policy`` (``compile.memory.weights``) can force
     every weight resident or streamed as a what-if."""
-    if policy not in POLICIES:
-        raise UserError(f"compile.memory.weights: must be one of {list(POLICIES)}, "
-                        f"got {policy!r}")
     capacity = {"streamed": 0.0, "resident": math.inf}.get(
         policy, min(profile.weights.cache_kb * 1024, free_sram))
     cached, out = 0, []

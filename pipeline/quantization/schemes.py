@@ -99,10 +99,7 @@ def named(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def calibrate(model_path: Path, feeds: list[dict], cfg: DictConfig, cache: Path) -> None:
-    method = cfg.calibration.method
-    if method not in METHODS:
-        raise UserError(f"quant.calibration.method: must be one of {list(METHODS)}, "
-                        f"got '{method}'")
+    method = cfg.calibration.method  # an enum of the schema: one of METHODS
     options = {"symmetric": bool(cfg.activation_symmetric)}
     if method in ("entropy", "percentile"):
         options["num_bins"] = int(cfg.calibration.num_bins)
@@ -125,9 +122,6 @@ def calibrate(model_path: Path, feeds: list[dict], cfg: DictConfig, cache: Path)
 def quantize_int(model_path: Path, out_path: Path, cache: Path, cfg: DictConfig,
                  exclude: list[str], only: list[str] | None = None) -> None:
     """QDQ quantization from the range cache; ``only`` restricts it to some nodes."""
-    for key in ("activation_type", "weight_type"):
-        if cfg[key] not in QTYPES:
-            raise UserError(f"quant.{key}: must be one of {list(QTYPES)}, got '{cfg[key]}'")
     # QDQDisableWeightAdjustForInt32Bias: onnxruntime 1.32's int32-bias scale adjustment
     # crashes on per-channel Gemm weights (array truth value); it only matters for scales
     # below int32 bias resolution, which our models do not reach.

@@ -66,10 +66,11 @@ class SimulateStage(Stage):
         write_json(out_dir / "breakdown.json", parts)
         write_text(out_dir / "breakdown.md", report.breakdown_markdown(parts))
         title = f"{plan['graph']} on {profile.name}: {metrics['latency_ms']:.3f} ms"
-        report.plot_timeline(single + dma, out_dir / "timeline.png", profile.frequency_mhz,
-                             title)
-        report.plot_roofline(plan, profile, out_dir / "roofline.png")
-        report.plot_layers(rows, out_dir / "layers.png")
+        if sim.plots:
+            report.plot_timeline(single + dma, out_dir / "timeline.png",
+                                 profile.frequency_mhz, title)
+            report.plot_roofline(plan, profile, out_dir / "roofline.png")
+            report.plot_layers(rows, out_dir / "layers.png")
         self._print(metrics, parts)
         return StageResult(metrics)
 

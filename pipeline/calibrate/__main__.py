@@ -1,0 +1,3 @@
+from pipeline.calibrate.cli import main
+
+main()

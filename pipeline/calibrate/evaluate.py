@@ -1,0 +1,101 @@
+"""One measurement row as a function of the free parameters: predicted latency in ms.
+
+The upstream stages (those before the first stage that reads ``hardware``: export,
+optimize, quantize in the default chain) run once per row, through the stage cache; each
+evaluation re-runs only the stages that read the profile (compile, simulate) on a copy of
+the composed config with the parameter values set. Evaluations are memoised by parameter
+vector, so the optimizer's repeated points and the leave-one-out fits cost nothing twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.calibrate.measurements import Measurement
+from pipeline.config import check_complete
+from pipeline.errors import UserError
+from pipeline.registry import build_chain
+from pipeline.runner import run_stage
+from pipeline.schema import register_configs
+
+Params = tuple[tuple[str, float], ...]  # ((dotted key, value), ...): hashable
+
+
+def compose_row(conf_dirs: list[Path], overrides: list[str]) -> DictConfig:
+    """The composed config for one row (Hydra's compose API, the CLI's search path)."""
+    register_configs()
+    primary, *extra = conf_dirs
+    search = [f"hydra.searchpath=[{','.join(f'file://{d}' for d in extra)}]"] if extra else []
+    with initialize_config_dir(str(primary), version_base="1.3"):
+        return compose("config", overrides=[*search, *overrides])
+
+
+class RowModel:
+    """Predicts one row's latency for any parameter vector."""
+
+    def __init__(self, row: Measurement, cfg: DictConfig, work: Path) -> None:
+        self.row = row
+        self.cfg = cfg
+        self.work = work
+        self._memo: dict[Params, float] = {}
+        chain = build_chain(cfg.stages)
+        first = next((i for i, (_, s) in enumerate(chain) if "hardware" in s.config_keys),
+                     None)
+        if first is None:
+            raise UserError("stages.order: no stage reads the hardware profile; there is "
+                            "nothing to calibrate")
+        self.upstream, self.downstream = chain[:first], chain[first:]
+        self.inputs: dict[str, Path] = {}
+
+    def prepare(self, cache_root: Path | None) -> None:
+        """Run the stages that do not read the profile, once."""
+        self.work.mkdir(parents=True, exist_ok=True)
+        for name, stage in self.upstream:
+            run_stage(name, stage, dict(self.inputs), self.cfg, self.work, cache_root)
+            self.inputs[name] = self.work / name
+
+    def latency_ms(self, params: Params) -> float:
+        if params not in self._memo:
+            self._memo[params] = self._run(params)
+        return self._memo[params]
+
+    def _run(self, params: Params) -> float:
+        cfg = self.cfg.copy()
+        for key, value in params:
+            prior = OmegaConf.select(cfg.hardware, key)
+            OmegaConf.update(cfg.hardware, key,
+                             round(value) if isinstance(prior, int) else float(value))
+        OmegaConf.update(cfg, "simulate.plots", False)
+        check_complete(cfg, {})
+        with tempfile.TemporaryDirectory(dir=self.work) as tmp, \
+                contextlib.redirect_stdout(io.StringIO()):  # the stages' per-run tables
+            run_dir, inputs = Path(tmp), dict(self.inputs)
+            metrics: dict = {}
+            for name, stage in self.downstream:
+                stage_metrics, _, _ = run_stage(name, stage, inputs, cfg, run_dir)
+                metrics.update(stage_metrics)
+                inputs[name] = run_dir / name
+        if "latency_ms" not in metrics:
+            raise UserError(f"row {self.row.row}: the chain reports no latency_ms")
+        return float(metrics["latency_ms"])
+
+    def close(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def params_of(cfg: DictConfig) -> Params:
+    """The profile's prior values of its free parameters."""
+    return tuple((f.key, float(OmegaConf.select(cfg.hardware, f.key)))
+                 for f in cfg.hardware.calibrate)
+
+
+def dump(path: Path, value: object) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,81 @@
+"""The fit: bounded least squares on log-latency (scipy), and leave-one-out.
+
+Why log-latency: a board's rows span 1 ms to 100 ms, and a 10% miss should weigh the same
+on each. Why a change of variables: each free parameter moves in log space scaled to its
+bounds (0 at ``low``, 1 at ``high``, offset by 1 so that scipy's relative finite-difference
+step is the same size for every parameter); a parameter spanning 500-50000 cycles and one
+spanning 4-34 GB/s then take comparable steps. The cost model is piecewise (a tile choice
+flips, a kernel moves between CPU and NPU), so the Jacobian is taken with a 2% step of the
+log range rather than at machine precision. scipy's trust-region reflective method keeps
+every iterate inside the bounds; the result is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from hardware.profile import FreeParameter
+from pipeline.calibrate.evaluate import Params
+from pipeline.errors import UserError
+
+DIFF_STEP = 0.02
+MAX_EVALUATIONS = 60  # per fit; each is one compile + simulate per row
+
+
+@dataclass(frozen=True)
+class FitResult:
+    params: Params
+    rms_log_error: float  # sqrt(mean((ln predicted - ln measured)^2)) at the fit
+    evaluations: int
+
+
+Predict = Callable[[int, Params], float]  # (row index, params) -> latency ms
+
+
+def _unit(value: float, free: FreeParameter) -> float:
+    return math.log(value / free.low) / math.log(free.high / free.low)
+
+
+def _value(unit: float, free: FreeParameter) -> float:
+    return free.low * (free.high / free.low) ** float(np.clip(unit, 0.0, 1.0))
+
+
+def fit(predict: Predict, rows: Sequence[int], measured: Sequence[float],
+        free: Sequence[FreeParameter], prior: Params) -> FitResult:
+    """Fit the free parameters to ``measured`` over ``rows`` from the ``prior``."""
+    if len(rows) < len(free):
+        raise UserError(f"measurements: {len(rows)} row(s) cannot determine {len(free)} free "
+                        "parameters (hardware.calibrate); measure more networks or list "
+                        "fewer parameters")
+    prior_values = dict(prior)
+
+    def params(y: np.ndarray) -> Params:
+        return tuple((f.key, _value(yi - 1.0, f)) for yi, f in zip(y, free, strict=True))
+
+    def residuals(y: np.ndarray) -> np.ndarray:
+        p = params(y)
+        return np.array([math.log(predict(r, p) / m) for r, m in zip(rows, measured,
+                                                                      strict=True)])
+
+    y0 = np.array([1.0 + _unit(prior_values[f.key], f) for f in free])
+    result = least_squares(residuals, y0, bounds=(1.0, 2.0), method="trf",
+                           diff_step=DIFF_STEP, max_nfev=MAX_EVALUATIONS)
+    best = params(result.x)
+    rms = math.sqrt(float(np.mean(residuals(result.x) ** 2)))
+    return FitResult(best, rms, int(result.nfev))
+
+
+def leave_one_out(predict: Predict, measured: Sequence[float],
+                  free: Sequence[FreeParameter], prior: Params) -> list[float]:
+    """Each row predicted by a fit on all the other rows."""
+    out = []
+    for held in range(len(measured)):
+        rows = [i for i in range(len(measured)) if i != held]
+        result = fit(predict, rows, [measured[i] for i in rows], free, prior)
+        out.append(predict(held, result.params))
+    return out
