@@ -31,6 +31,9 @@ BENCHMARKS = [
      "Does npuflow's whole-network latency hold against real boards (RK3588, Coral Edge "
      "TPU) and Arm's Vela, on the published pairs in benchmarks/silicon/published.yaml?",
      False),
+    ("calibrate_rk3588", "Calibrating rk3588 on published RK3588 figures",
+     "Fitted on rknn_model_zoo's single-core table with each network held out once: does "
+     "calibration improve the prediction of a network it did not see?", False),
     ("vela_compare", "Per layer vs Arm Vela on Ethos-U55",
      "MLPerf Tiny's ResNet-8 and ad01: Vela 5.2.0's cycles next to npuflow's, layer by "
      "layer, and why they differ.", False),

@@ -281,9 +281,12 @@ def _check_op_limits(op: str, limits: Any, key: str) -> None:
 
 
 def profile_from_config(cfg: DictConfig | dict, prefix: str = "hardware") -> HardwareProfile:
-    """Build and validate a profile from a composed (or plain) config node."""
+    """Build and validate a profile from a composed (or plain) config node. A node that is
+    already typed as a HardwareProfile (Hydra composed it against the schema) is not merged
+    again: the merge is most of the cost, and calibration builds hundreds of profiles."""
     try:
-        node = OmegaConf.merge(OmegaConf.structured(HardwareProfile), cfg)
+        typed = isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is HardwareProfile
+        node = cfg if typed else OmegaConf.merge(OmegaConf.structured(HardwareProfile), cfg)
         missing = sorted(OmegaConf.missing_keys(node))
         if missing:
             raise ProfileError(f"{prefix}.{missing[0]}", "missing required value")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import traceback
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import onnx
@@ -12,6 +16,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from pipeline import cli
 from pipeline.schema import register_configs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,3 +51,24 @@ def light_model():
     def path(name: str) -> Path:
         return ONNX_LIGHT / f"light_{name}.onnx"
     return path
+
+
+def run_inprocess(*args: str, main: Callable[[], None] | None = None
+                  ) -> tuple[int, list[str], str]:
+    """A CLI entry point (default: ``npuflow``) run in this process with ``args`` as its
+    argv, Hydra composing afresh each time: exit code, non-empty stderr lines, stdout."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv
+    sys.argv = ["npuflow", *args]
+    code = 0
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            (main or cli.main)()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except Exception:  # an escaped traceback: what this table exists to catch
+        code = 1
+        err.write(traceback.format_exc())
+    finally:
+        sys.argv = saved
+    return code, [line for line in err.getvalue().splitlines() if line.strip()], out.getvalue()

@@ -2,18 +2,14 @@
 half-written. One row per mistake a user makes (config values and choices, profile files,
 model files, output folders); the stage cache's corruption is recovered, not reported.
 
-The real CLI entry point (``pipeline.cli.main``) runs in this process, Hydra composing
-afresh each time, so the table costs milliseconds per row instead of a Python start-up.
+The real CLI entry point runs in this process (``conftest.run_inprocess``), so the table
+costs milliseconds per row instead of a Python start-up.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import sys
-import traceback
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,27 +18,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pipeline import cli
 from tests.conftest import CONF
-
-
-def npuflow(*args: str) -> tuple[int, list[str], str]:
-    """The CLI in-process: exit code, non-empty stderr lines, stdout."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv
-    sys.argv = ["npuflow", *args]
-    code = 0
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            cli.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except Exception:  # an escaped traceback: what this table exists to catch
-        code = 1
-        err.write(traceback.format_exc())
-    finally:
-        sys.argv = saved
-    return code, [line for line in err.getvalue().splitlines() if line.strip()], out.getvalue()
+from tests.conftest import run_inprocess as npuflow
 
 
 def tiny_model(path: Path, dims: tuple[int, ...] = (1, 3, 8, 8)) -> Path:

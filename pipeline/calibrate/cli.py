@@ -9,7 +9,10 @@ is written unless every row composes, compiles and the fit completes.
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -100,7 +103,17 @@ def run(argv: list[str]) -> Path:
     out_dir = Path(opts.get("--config-dir") or CONF_DIR) / "hardware"
     report_dir = Path(opts.get("--report-dir") or Path("calibration") / out_name)
 
-    work = Path(".npuflow-cache") / "calibrate"
+    work = Path(tempfile.mkdtemp(prefix="npuflow-calibrate-"))  # per-row upstream folders
+    try:
+        return _calibrate(rows, conf_dirs, common, name, path, work, source, out_name,
+                          out_dir, report_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _calibrate(rows: list[Measurement], conf_dirs: list[Path], common: list[str], name: str,
+               path: Path, work: Path, source: Path, out_name: str, out_dir: Path,
+               report_dir: Path) -> Path:
     models = [_row_model(m, conf_dirs, common, name, path, work) for m in rows]
     free = list(check_complete(models[0].cfg, {"hardware": name}).calibrate)
     if not free:
@@ -126,10 +139,9 @@ def run(argv: list[str]) -> Path:
         progress.update(task, description="calibrate: fitting")
         before = [predict(i, prior) for i in range(len(rows))]
         result = fit(predict, range(len(rows)), measured, free, prior)
+        result = replace(result, params=models[0].typed(result.params))
         after = [predict(i, result.params) for i in range(len(rows))]
         loo = leave_one_out(predict, measured, free, prior) if len(rows) > len(free) else after
-    for model in models:
-        model.close()
 
     outcome = Outcome([m.label for m in rows], measured, before, after, loo, prior,
                       result.params, free, result.rms_log_error, result.evaluations)

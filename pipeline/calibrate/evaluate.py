@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.calibrate.measurements import Measurement
-from pipeline.config import check_complete
 from pipeline.errors import UserError
 from pipeline.registry import build_chain
 from pipeline.runner import run_stage
@@ -44,6 +42,7 @@ class RowModel:
     def __init__(self, row: Measurement, cfg: DictConfig, work: Path) -> None:
         self.row = row
         self.cfg = cfg
+        OmegaConf.update(cfg, "simulate.plots", False)  # hundreds of runs, no one looks
         self.work = work
         self._memo: dict[Params, float] = {}
         chain = build_chain(cfg.stages)
@@ -58,37 +57,45 @@ class RowModel:
     def prepare(self, cache_root: Path | None) -> None:
         """Run the stages that do not read the profile, once."""
         self.work.mkdir(parents=True, exist_ok=True)
-        for name, stage in self.upstream:
-            run_stage(name, stage, dict(self.inputs), self.cfg, self.work, cache_root)
-            self.inputs[name] = self.work / name
+        with contextlib.redirect_stdout(io.StringIO()):
+            for name, stage in self.upstream:
+                run_stage(name, stage, dict(self.inputs), self.cfg, self.work, cache_root)
+                self.inputs[name] = self.work / name
 
     def latency_ms(self, params: Params) -> float:
         if params not in self._memo:
             self._memo[params] = self._run(params)
         return self._memo[params]
 
+    def typed(self, params: Params) -> Params:
+        """The values as the profile holds them: an integer field (dispatch_cycles, lanes)
+        takes the rounded value, which is what a prediction uses."""
+        return tuple((key, float(round(value)) if isinstance(
+            OmegaConf.select(self.cfg.hardware, key), int) else value) for key, value in params)
+
     def _run(self, params: Params) -> float:
-        cfg = self.cfg.copy()
-        for key, value in params:
-            prior = OmegaConf.select(cfg.hardware, key)
-            OmegaConf.update(cfg.hardware, key,
-                             round(value) if isinstance(prior, int) else float(value))
-        OmegaConf.update(cfg, "simulate.plots", False)
-        check_complete(cfg, {})
-        with tempfile.TemporaryDirectory(dir=self.work) as tmp, \
-                contextlib.redirect_stdout(io.StringIO()):  # the stages' per-run tables
-            run_dir, inputs = Path(tmp), dict(self.inputs)
-            metrics: dict = {}
-            for name, stage in self.downstream:
-                stage_metrics, _, _ = run_stage(name, stage, inputs, cfg, run_dir)
-                metrics.update(stage_metrics)
-                inputs[name] = run_dir / name
+        """Set the values in place (the config was checked at the door; the stages validate
+        the profile they build), run, and put the priors back: copying an OmegaConf tree
+        per evaluation would cost more than the compile itself."""
+        hw = self.cfg.hardware
+        saved = {key: OmegaConf.select(hw, key) for key, _ in params}
+        try:
+            for key, value in self.typed(params):
+                OmegaConf.update(hw, key, int(value) if isinstance(saved[key], int) else value)
+            with tempfile.TemporaryDirectory(dir=self.work) as tmp, \
+                    contextlib.redirect_stdout(io.StringIO()):  # the stages' per-run tables
+                run_dir, inputs = Path(tmp), dict(self.inputs)
+                metrics: dict = {}
+                for name, stage in self.downstream:
+                    stage_metrics, _, _ = run_stage(name, stage, inputs, self.cfg, run_dir)
+                    metrics.update(stage_metrics)
+                    inputs[name] = run_dir / name
+        finally:
+            for key, value in saved.items():
+                OmegaConf.update(hw, key, value)
         if "latency_ms" not in metrics:
             raise UserError(f"row {self.row.row}: the chain reports no latency_ms")
         return float(metrics["latency_ms"])
-
-    def close(self) -> None:
-        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def params_of(cfg: DictConfig) -> Params:

@@ -25,6 +25,8 @@ from pipeline.errors import UserError
 
 DIFF_STEP = 0.02
 MAX_EVALUATIONS = 60  # per fit; each is one compile + simulate per row
+X_TOL = 1e-3  # stop when a step moves a parameter by 0.1% of its log range...
+F_TOL = 1e-4  # ...or improves the squared ln error by 0.01%: finer is below the model's grain
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,8 @@ def fit(predict: Predict, rows: Sequence[int], measured: Sequence[float],
 
     y0 = np.array([1.0 + _unit(prior_values[f.key], f) for f in free])
     result = least_squares(residuals, y0, bounds=(1.0, 2.0), method="trf",
-                           diff_step=DIFF_STEP, max_nfev=MAX_EVALUATIONS)
+                           diff_step=DIFF_STEP, max_nfev=MAX_EVALUATIONS, xtol=X_TOL,
+                           ftol=F_TOL)
     best = params(result.x)
     rms = math.sqrt(float(np.mean(residuals(result.x) ** 2)))
     return FitResult(best, rms, int(result.nfev))

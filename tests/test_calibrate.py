@@ -1,0 +1,208 @@
+"""npuflow-calibrate: recover a known profile from its own "measurements", stay in bounds,
+and refuse bad input in one line with nothing written.
+
+The synthetic truth is rk3588 (one core) with three assumptions changed; four small
+networks, each leaning on one of them (convolutions, a chain of tiny kernels for the
+dispatch cost, a SiLU map for the vector unit, a 16 MB FC for DRAM bandwidth), are
+"measured" by the real npuflow CLI on the truth and calibrated from the unchanged prior.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from pipeline.calibrate.cli import main as calibrate_main
+from tests.conftest import CONF, run_inprocess
+
+TRUTH = {"dispatch_cycles": 2600, "dram.bandwidth_gbps": 9.5, "vector_unit.lanes": 24}
+COMMON = ["data.calibration_size=4", "data.eval_size=4"]
+
+
+def _networks(folder: Path) -> dict[str, Path]:
+    rng = np.random.default_rng(0)
+
+    def w(name: str, *shape: int) -> onnx.TensorProto:
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.1,
+                                       name)
+
+    def save(name: str, nodes: list, inp: list[int], out: list[int], inits: list) -> Path:
+        graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", 1, inp)],
+                                  [helper.make_tensor_value_info("y", 1, out)], inits)
+        path = folder / f"{name}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        return path
+
+    chain = [helper.make_node("Conv", ["x" if i == 0 else f"c{i - 1}", f"w{i}"],
+                              ["y" if i == 11 else f"c{i}"]) for i in range(12)]
+    return {
+        "convs": save("convs", [
+            helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1] * 4),
+            helper.make_node("Relu", ["a"], ["b"]),
+            helper.make_node("Conv", ["b", "w2"], ["y"], pads=[1] * 4)],
+            [1, 32, 56, 56], [1, 64, 56, 56], [w("w1", 64, 32, 3, 3), w("w2", 64, 64, 3, 3)]),
+        "chain": save("chain", chain, [1, 8, 4, 4], [1, 8, 4, 4],
+                      [w(f"w{i}", 8, 8, 1, 1) for i in range(12)]),
+        "silu": save("silu", [helper.make_node("Sigmoid", ["x"], ["s"]),
+                              helper.make_node("Mul", ["x", "s"], ["y"])],
+                     [1, 64, 112, 112], [1, 64, 112, 112], []),
+        "fc": save("fc", [helper.make_node("Gemm", ["x", "wf"], ["y"], transB=1)],
+                   [1, 2048], [1, 2048], [w("wf", 2048, 2048)]),
+    }
+
+
+def _profile(conf: Path, name: str, values: dict, bounds: dict | None = None) -> None:
+    text = (CONF / "hardware" / "rk3588.yaml").read_text().replace("name: rk3588",
+                                                                    f"name: {name}")
+    text = text.replace("cores: 3", "cores: 1")
+    text = (text.replace("dispatch_cycles: 5000", f"dispatch_cycles: {values['dispatch_cycles']}")
+            .replace("dram: {bandwidth_gbps: 17.0",
+                     f"dram: {{bandwidth_gbps: {values['dram.bandwidth_gbps']}")
+            .replace("lanes: 64", f"lanes: {values['vector_unit.lanes']}"))
+    for key, (low, high) in (bounds or {}).items():
+        text = text.replace(f"  - {{key: {key}, low:", f"  - {{key: {key}, low: {low}, "
+                            f"high: {high}}}  # was: {{key: {key}, low:", 1)
+    (conf / "hardware").mkdir(parents=True, exist_ok=True)
+    (conf / "hardware" / f"{name}.yaml").write_text(text)
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    """Networks, the truth and prior profiles, and measurements made on the truth."""
+    root = tmp_path_factory.mktemp("board")
+    conf, cache = root / "conf", root / "cache"
+    nets = _networks(root)
+    _profile(conf, "truth", TRUTH)
+    _profile(conf, "prior", {"dispatch_cycles": 5000, "dram.bandwidth_gbps": 17.0,
+                             "vector_unit.lanes": 64})
+    rows = []
+    for name, path in nets.items():
+        code, lines, _ = run_inprocess(
+            "--config-dir", str(conf), "hardware=truth", "model=onnx", f"model.path={path}",
+            f"hydra.run.dir={root / name}", f"run.cache_dir={cache}", *COMMON)
+        assert code == 0, lines
+        latency = json.loads((root / name / "metrics.json").read_text())["latency_ms"]
+        rows.append({"model": str(path), "overrides": "", "latency_ms": repr(latency)})
+    measurements = root / "board.csv"
+    _write_csv(measurements, rows)
+    return {"root": root, "conf": conf, "cache": cache, "csv": measurements, "rows": rows}
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, ["model", "overrides", "latency_ms"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _calibrate(board: dict, profile: str, measurements: Path, report: Path):
+    return run_inprocess(f"hardware={profile}", f"measurements={measurements}",
+                         "--config-dir", str(board["conf"]), "--report-dir", str(report),
+                         f"run.cache_dir={board['cache']}", *COMMON, main=calibrate_main)
+
+
+def test_calibration_recovers_the_truth_and_reports_leave_one_out(board):
+    code, lines, _ = _calibrate(board, "prior", board["csv"], board["root"] / "report")
+    assert code == 0, lines
+    fit = json.loads((board["root"] / "report" / "fit.json").read_text())
+    for key, truth in TRUTH.items():
+        assert fit["fitted"][key] == pytest.approx(truth, rel=0.05), key
+    assert len(fit["leave_one_out"]) == 4 and all(v > 0 for v in fit["leave_one_out"])
+    measured = [float(r["latency_ms"]) for r in board["rows"]]
+    before = max(abs(np.log(p / m)) for p, m in zip(fit["before"], measured, strict=True))
+    after = max(abs(np.log(p / m)) for p, m in zip(fit["after"], measured, strict=True))
+    assert after < 0.02 < before
+    calibrated = (board["conf"] / "hardware" / "prior_calibrated.yaml").read_text()
+    assert "name: prior_calibrated" in calibrated
+    assert "CALIBRATED by npuflow-calibrate" in calibrated
+    assert "dispatch_cycles: 2" in calibrated  # the fitted value, rounded like the field
+    report = (board["root"] / "report" / "report.md").read_text()
+    assert "leave-one-out" in report and (board["root"] / "report" / "ratios.png").is_file()
+    assert (board["conf"] / "hardware" / "prior.yaml").read_text().count("dispatch_cycles: 5000")
+    # the calibrated profile is a profile: npuflow runs it and predicts the measurement
+    code, lines, _ = run_inprocess(
+        "--config-dir", str(board["conf"]), "hardware=prior_calibrated", "model=onnx",
+        f"model.path={board['rows'][1]['model']}", f"hydra.run.dir={board['root'] / 'check'}",
+        f"run.cache_dir={board['cache']}", *COMMON)
+    assert code == 0, lines
+    got = json.loads((board["root"] / "check" / "metrics.json").read_text())["latency_ms"]
+    assert got == pytest.approx(float(board["rows"][1]["latency_ms"]), rel=0.02)
+
+
+def test_a_fit_never_leaves_its_bounds(board):
+    _profile(board["conf"], "narrow", {"dispatch_cycles": 5000, "dram.bandwidth_gbps": 17.0,
+                                       "vector_unit.lanes": 64},
+             bounds={"vector_unit.lanes": (32, 256)})  # the truth (24) lies below
+    code, lines, _ = _calibrate(board, "narrow", board["csv"], board["root"] / "narrow")
+    assert code == 0, lines
+    fit = json.loads((board["root"] / "narrow" / "fit.json").read_text())
+    assert 32 <= fit["fitted"]["vector_unit.lanes"] <= 256  # scipy's trf keeps the box
+    assert 500 <= fit["fitted"]["dispatch_cycles"] <= 50000
+    assert 4 <= fit["fitted"]["dram.bandwidth_gbps"] <= 34
+    report = (board["root"] / "narrow" / "report.md").read_text()
+    assert "| `vector_unit.lanes` | 64 |" in report and "[32, 256]" in report
+
+
+BAD_ROWS = {
+    "unknown model": ({"model": "no_such_net", "overrides": "", "latency_ms": "1"}, "row 2"),
+    "zero time": ({"model": "{net}", "overrides": "", "latency_ms": "0"}, "row 2"),
+    "negative time": ({"model": "{net}", "overrides": "", "latency_ms": "-3"}, "row 2"),
+    "not a time": ({"model": "{net}", "overrides": "", "latency_ms": "fast"}, "row 2"),
+    "bad override": ({"model": "{net}", "overrides": "simulate.frames=0",
+                      "latency_ms": "1"}, "row 2"),
+    "fails to compile": ({"model": "{bad}", "overrides": "", "latency_ms": "1"}, "row 2"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ROWS))
+def test_a_bad_row_is_one_line_naming_it_and_nothing_is_written(board, case, tmp_path):
+    row, culprit = BAD_ROWS[case]
+    bad = tmp_path / "custom.onnx"
+    node = helper.make_node("FancyOp", ["x"], ["y"], domain="vendor.npu")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [1, 4])],
+                              [helper.make_tensor_value_info("y", 1, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                      helper.make_opsetid("vendor.npu", 1)]),
+              bad)
+    row = {k: v.format(net=board["rows"][0]["model"], bad=bad) for k, v in row.items()}
+    measurements = tmp_path / "m.csv"
+    _write_csv(measurements, [row, *board["rows"][1:]])
+    code, lines, _ = _calibrate(board, "prior", measurements, tmp_path / "report")
+    assert code == 2 and len(lines) == 1, lines
+    assert str(measurements) in lines[0] and culprit in lines[0], lines[0]
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize(("edit", "culprit"), [
+    (lambda s: s.replace("{key: dispatch_cycles, low: 500, high: 50000}",
+                         "{key: dispatch_cycles, low: 500}"), "hardware.calibrate"),
+    (lambda s: s.replace("{key: dispatch_cycles,", "{key: dispatch_cyclez,"),
+     "hardware.calibrate[0]"),
+    (lambda s: s.replace("low: 500, high: 50000", "low: 6000, high: 50000"),
+     "hardware.calibrate[0]"),
+])
+def test_a_bad_calibrate_list_is_one_line_naming_the_key(board, edit, culprit, tmp_path):
+    text = (board["conf"] / "hardware" / "prior.yaml").read_text()
+    conf = tmp_path / "conf" / "hardware"
+    conf.mkdir(parents=True)
+    (conf / "broken.yaml").write_text(edit(text).replace("name: prior", "name: broken"))
+    code, lines, _ = run_inprocess(
+        "hardware=broken", f"measurements={board['csv']}", "--config-dir",
+        str(tmp_path / "conf"), "--report-dir", str(tmp_path / "r"), *COMMON,
+        main=calibrate_main)
+    assert code == 2 and len(lines) == 1 and culprit in lines[0], lines
+    assert not (tmp_path / "r").exists() and not (conf / "broken_calibrated.yaml").exists()
+
+
+def test_fewer_rows_than_free_parameters_is_refused(board, tmp_path):
+    measurements = tmp_path / "m.csv"
+    _write_csv(measurements, board["rows"][:2])
+    code, lines, _ = _calibrate(board, "prior", measurements, tmp_path / "report")
+    assert code == 2 and "2 row(s) cannot determine 3 free parameters" in lines[0], lines
+    assert not (tmp_path / "report").exists()
