@@ -160,11 +160,15 @@ class Energy:
 class FreeParameter:
     """A profile number that ``npuflow-calibrate`` may move, within ``[low, high]``
     (``pipeline/calibrate``). Both bounds are required: a fit without bounds can explain
-    any measurement with an absurd value."""
+    any measurement with an absurd value. ``spread`` (optional, > 1) says how far the
+    profile's own value is trusted: one standard deviation is a factor ``spread`` either
+    way, and the fit pays for leaving it (a log-normal prior); without it every value inside
+    the bounds is equally likely."""
 
     key: str = MISSING  # dotted profile key, e.g. dram.bandwidth_gbps
     low: float = bounded(MISSING, POSITIVE)
     high: float = bounded(MISSING, POSITIVE)
+    spread: float | None = None
 
 
 @dataclass
@@ -264,6 +268,9 @@ def _check_free_parameter(profile: HardwareProfile, key: str, free: FreeParamete
     if not free.low <= value <= free.high:
         raise ProfileError(where, f"the profile's value {value} lies outside "
                            f"[{free.low}, {free.high}]")
+    if free.spread is not None and not 1 < free.spread < 1000:
+        raise ProfileError(f"{where}.spread", f"{free.spread} is not a factor between 1 and "
+                           "1000 (1.5 means: trusted within 1.5x either way)")
 
 
 def _check_op_limits(op: str, limits: Any, key: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -57,9 +58,15 @@ def _networks(folder: Path) -> dict[str, Path]:
     }
 
 
-def _profile(conf: Path, name: str, values: dict, bounds: dict | None = None) -> None:
+def _profile(conf: Path, name: str, values: dict, bounds: dict | None = None,
+             spreads: dict | None = None) -> None:
+    """rk3588 on one core with ``values``; flat priors unless ``spreads`` names some."""
     text = (CONF / "hardware" / "rk3588.yaml").read_text().replace("name: rk3588",
                                                                     f"name: {name}")
+    text = re.sub(r", spread: [0-9.]+", "", text)
+    for key, spread in (spreads or {}).items():
+        text = re.sub(rf"(\{{key: {re.escape(key)}, low: [0-9.]+, high: [0-9.]+)",
+                      rf"\1, spread: {spread}", text)
     text = text.replace("cores: 3", "cores: 1")
     text = (text.replace("dispatch_cycles: 5000", f"dispatch_cycles: {values['dispatch_cycles']}")
             .replace("dram: {bandwidth_gbps: 17.0",
@@ -149,6 +156,22 @@ def test_a_fit_never_leaves_its_bounds(board):
     assert "| `vector_unit.lanes` | 64 |" in report and "[32, 256]" in report
 
 
+def test_a_trusted_prior_holds_its_parameter_and_the_others_absorb_the_data(board):
+    """A spread of 1.02 on the dispatch cost: the fit keeps it near the profile's 5000
+    (the truth is 2600) and still moves the parameters left free."""
+    _profile(board["conf"], "trusting", {"dispatch_cycles": 5000, "dram.bandwidth_gbps": 17.0,
+                                         "vector_unit.lanes": 64},
+             spreads={"dispatch_cycles": 1.02})
+    code, lines, _ = _calibrate(board, "trusting", board["csv"], board["root"] / "trusting")
+    assert code == 0, lines
+    fit = json.loads((board["root"] / "trusting" / "fit.json").read_text())
+    assert fit["fitted"]["dispatch_cycles"] == pytest.approx(5000, rel=0.1)
+    assert fit["fitted"]["dram.bandwidth_gbps"] < 14  # moved towards the truth (9.5)
+    report = (board["root"] / "trusting" / "report.md").read_text()
+    assert "| `dispatch_cycles` | 5000 | x1.02 |" in report
+    assert "| `vector_unit.lanes` | 64 | flat |" in report
+
+
 BAD_ROWS = {
     "unknown model": ({"model": "no_such_net", "overrides": "", "latency_ms": "1"}, "row 2"),
     "zero time": ({"model": "{net}", "overrides": "", "latency_ms": "0"}, "row 2"),
@@ -182,6 +205,8 @@ def test_a_bad_row_is_one_line_naming_it_and_nothing_is_written(board, case, tmp
 @pytest.mark.parametrize(("edit", "culprit"), [
     (lambda s: s.replace("{key: dispatch_cycles, low: 500, high: 50000}",
                          "{key: dispatch_cycles, low: 500}"), "hardware.calibrate"),
+    (lambda s: s.replace("low: 500, high: 50000", "low: 500, high: 50000, spread: 1"),
+     "hardware.calibrate[0].spread"),
     (lambda s: s.replace("{key: dispatch_cycles,", "{key: dispatch_cyclez,"),
      "hardware.calibrate[0]"),
     (lambda s: s.replace("low: 500, high: 50000", "low: 6000, high: 50000"),

@@ -56,8 +56,9 @@ def summary(o: Outcome) -> str:
 def markdown(o: Outcome, title: str) -> str:
     prior, fitted = dict(o.prior), dict(o.fitted)
     lines = [f"# {title}", "", summary(o) + ".", "",
-             "| parameter | prior | fitted | bounds |", "|---|---|---|---|"]
-    lines += [f"| `{f.key}` | {prior[f.key]:.6g} | {fitted[f.key]:.6g} | "
+             "| parameter | prior | prior spread | fitted | bounds |", "|---|---|---|---|---|"]
+    lines += [f"| `{f.key}` | {prior[f.key]:.6g} | "
+              f"{f'x{f.spread:g}' if f.spread else 'flat'} | {fitted[f.key]:.6g} | "
               f"[{f.low:g}, {f.high:g}] |" for f in o.free]
     lines += ["", f"Fit: scipy least squares on ln(latency), {o.evaluations} evaluations, "
               f"rms ln error {o.rms_log_error:.4f}.", "",
