@@ -46,7 +46,8 @@ BENCHMARKS = [
      "How long compile and simulate take as graphs grow (zoo, real graphs, synthetic).",
      True),
     ("sweep_throughput", "Sweep throughput and cache hit rate",
-     "Points per minute of a tiling x precision multirun, cold, warm and in parallel.", True),
+     "Points per minute of a tiling x precision multirun (cold, warm, in parallel) and of "
+     "a 96-point compile x simulate grid, before and after the sweep work.", True),
     ("wild_models", "Wild models",
      "ONNX files nobody here wrote: complete, or stop with one line naming why.", False),
     ("optimize_models", "Optimize: node counts and equivalence",

@@ -71,12 +71,23 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+_DIGESTS: dict[tuple[int, int, int, int], str] = {}
+
+
 def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """sha256 of a file's bytes, remembered per process for the same inode, size and
+    modification time: a sweep job's restored artifacts are hard links to the cache's
+    files, so each is hashed once per process instead of once per job and stage (writing a
+    file changes its mtime, so an edited file is hashed again)."""
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
 
 
 def bytes_digest(data: bytes) -> str:

@@ -115,8 +115,19 @@ def lookup(root: Path, name: str, key: str) -> Path | None:
     return None
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem, or links not allowed
+        shutil.copy2(src, dst)
+
+
 def restore(cached: Path, dest: Path) -> None:
-    shutil.copytree(cached, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(MARKER))
+    """Hard-link an entry's files into a run folder (a copy across filesystems). Stages
+    never write into an upstream folder, so sharing the inode is safe; an edit made in a
+    run folder anyway changes the entry, which the digest check then catches."""
+    shutil.copytree(cached, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(MARKER),
+                    copy_function=_link_or_copy)
 
 
 def store(root: Path, name: str, key: str, produced: Path) -> None:

@@ -9,25 +9,31 @@ full traceback, as Hydra documents.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.artifacts import write_json
 from pipeline.config import check_complete
 from pipeline.errors import UserError
 from pipeline.runner import run_pipeline
 from pipeline.schema import register_configs
+from pipeline.sweep import JOB_LINE, POINT_FILE
+from pipeline.terminal import set_quiet
 
 log = logging.getLogger("npuflow")
 register_configs()
@@ -46,22 +52,80 @@ def _print_summary(metrics: dict, run_dir: Path) -> None:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def app(cfg: DictConfig) -> dict | float:
+def app(cfg: DictConfig) -> dict | float | list[float] | None:
     hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    if hc.mode == RunMode.MULTIRUN:
+        return sweep_job(cfg, hc, run_dir)
     try:
         check_complete(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
-        run_dir = Path(hc.runtime.output_dir)
         metrics = run_pipeline(cfg, run_dir)
     except Exception as exc:
         _exit_if_user_error(exc)
         raise
     _print_summary(metrics, run_dir)
+    return objective_value(cfg, metrics)
+
+
+def objective_value(cfg: DictConfig, metrics: dict) -> dict | float | list[float]:
+    """What a search sweeper (Optuna) optimises: one metric, or a list of them."""
     objective = cfg.run.get("objective")
-    if objective:  # a search sweeper (Optuna) optimises one number
-        if objective not in metrics:
-            raise UserError(f"run.objective: '{objective}' is not a metric of this run")
-        return float(metrics[objective])
-    return metrics
+    if not objective:
+        return metrics
+    names = [objective] if isinstance(objective, str) else list(objective)
+    unknown = [n for n in names if n not in metrics]
+    if unknown:
+        raise UserError(f"run.objective: '{unknown[0]}' is not a metric of this run")
+    values = [float(metrics[n]) for n in names]
+    return values[0] if isinstance(objective, str) else values
+
+
+def _failed_objective(cfg: DictConfig, hc: Any) -> float | list[float] | None:
+    """The worst value of each objective for a point that did not run: +inf where the
+    search minimises, -inf where it maximises. Optuna then keeps the trial as dominated by
+    every point that ran and samples on; NaN would be told as a failure, which
+    hydra-optuna-sweeper 1.3 re-tells with values and crashes the search, and an exception
+    stops it. summary.csv still records the point as infeasible."""
+    objective = cfg.run.get("objective")
+    if not objective:
+        return None
+    names = [objective] if isinstance(objective, str) else list(objective)
+    directions = hc.sweeper.get("direction") or "minimize"
+    if isinstance(directions, str):
+        directions = [directions] * len(names)
+    worst = [-math.inf if str(d).endswith("maximize") else math.inf for d in directions]
+    return worst[0] if isinstance(objective, str) else worst
+
+
+def sweep_job(cfg: DictConfig, hc: Any, run_dir: Path) -> dict | float | list[float] | None:
+    """One point of a multirun: quiet stages, no plots unless asked, one line out. A point
+    that cannot run (tiles over SRAM, an op the profile refuses, a bad value) is recorded
+    in ``point.json`` with its reason and the sweep goes on; so is a crash, with its
+    traceback in the job's log."""
+    set_quiet(True)
+    for handler in logging.getLogger().handlers:  # the job's log file keeps every line
+        if not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.WARNING)
+    job = f"#{hc.job.num} {' '.join(hc.overrides.task)}"
+    if cfg.simulate.get("plots") is None:
+        cfg.simulate.plots = False
+    try:
+        check_complete(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
+        metrics = run_pipeline(cfg, run_dir)
+        value = objective_value(cfg, metrics)
+    except Exception as exc:
+        message = describe(exc)
+        status = "infeasible" if message is not None else "error"
+        if message is None:
+            log.exception("sweep point %s crashed", job)
+            message = f"{type(exc).__name__}: {exc}"
+        write_json(run_dir / POINT_FILE, {"status": status, "reason": message})
+        print(f"{job}: {status}: {message}", file=sys.stderr, flush=True)
+        return _failed_objective(cfg, hc)
+    write_json(run_dir / POINT_FILE, {"status": "ok", "reason": ""})
+    print(f"{job}: " + ", ".join(f"{k} {metrics[k]:.4g}" for k in JOB_LINE if k in metrics),
+          flush=True)
+    return value
 
 
 _WANTS_TRACEBACK = os.environ.get("HYDRA_FULL_ERROR") == "1"

@@ -200,9 +200,10 @@ class SimulateConfig:
     # per-frame host work before inference (decode, resize, ...) and after it (NMS, ...)
     preprocess_ms: float = bounded(0.0, NON_NEGATIVE)
     postprocess_ms: float = bounded(0.0, NON_NEGATIVE)
-    # timeline / roofline / layers PNGs (most of a small model's simulate time; calibration
-    # turns them off for its hundreds of evaluations)
-    plots: bool = True
+    # timeline / roofline / layers PNGs (most of a small model's simulate time). None
+    # (auto): drawn in a single run, skipped in a sweep job (the sweep summary draws them
+    # for the jobs it picks; python -m pipeline.simulator.plots RUN_DIR on demand)
+    plots: bool | None = None
 
 
 @dataclass
@@ -212,7 +213,9 @@ class RunConfig:
     ort_threads: int = bounded(1, AT_LEAST_1)
     cache_dir: str = ".npuflow-cache"  # trained zoo models; the stage cache
     cache: bool = True  # reuse stage outputs whose key (config slice + inputs) matches
-    objective: str | None = None  # metric returned to a search sweeper (Optuna), e.g. latency_ms
+    # metric returned to a search sweeper (Optuna), e.g. latency_ms, or a list of metrics
+    # for a multi-objective search (NSGA-II)
+    objective: Any = None
 
 
 @dataclass

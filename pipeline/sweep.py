@@ -1,15 +1,20 @@
 """Multirun summary: one table, a Pareto plot and the best point per objective.
 
 A Hydra callback (``hydra.callbacks.sweep_summary`` in conf/config.yaml). It reads the job
-folders, not in-memory job returns, so it works with any launcher, including joblib whose
-jobs run in other processes. Writes ``summary.csv``, ``summary.md`` and ``pareto.png``
-(latency vs energy, coloured by accuracy; ringed: Pareto-optimal in latency, energy and
-accuracy together) into the sweep dir.
+folders, not in-memory job returns, so it works with any launcher, including joblib and
+Ray whose jobs run in other processes. Writes ``summary.csv``, ``summary.md`` and
+``pareto.png`` (latency vs energy, coloured by accuracy; ringed: Pareto-optimal in latency,
+energy and accuracy together) into the sweep dir. Every point has a row: an infeasible or
+crashed one with its status and reason (``point.json``, written by the job). The picked
+jobs (best per objective) get their simulate plots drawn; the sweep exits non-zero when no
+point ran.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,22 +29,36 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.artifacts import save_figure, write_csv, write_text
+from pipeline.simulator.plots import draw_run
 
 COLUMNS = ("latency_ms", "throughput_fps", "energy_mj", "mac_utilization", "sram_hit_rate",
            "dram_bytes", "accuracy_top1", "top1_agreement", "output_cosine", "cpu_ops")
 OBJECTIVES = {"latency_ms": min, "energy_mj": min, "throughput_fps": max,
               "output_cosine": max, "accuracy_top1": max}
+JOB_LINE = ("latency_ms", "energy_mj", "throughput_fps", "output_cosine")  # per-job line
+POINT_FILE = "point.json"  # a sweep job's status (ok / infeasible / error) and reason
+
+
+def _status(job: Path) -> dict[str, str]:
+    point = job / POINT_FILE
+    if point.is_file():
+        return json.loads(point.read_text())
+    ok = (job / "metrics.json").is_file()  # a job run without point.json (older runs)
+    return {"status": "ok" if ok else "error", "reason": "" if ok else "no metrics.json"}
 
 
 def collect(sweep_dir: Path) -> list[dict[str, Any]]:
     rows = []
-    for job in sorted((p for p in sweep_dir.iterdir() if (p / "metrics.json").is_file()),
-                      key=lambda p: (len(p.name), p.name)):
-        metrics = json.loads((job / "metrics.json").read_text())
+    jobs = (p for p in sweep_dir.iterdir()
+            if (p / "metrics.json").is_file() or (p / POINT_FILE).is_file())
+    for job in sorted(jobs, key=lambda p: (len(p.name), p.name)):
+        status = _status(job)
+        ok = status["status"] == "ok"
+        metrics = json.loads((job / "metrics.json").read_text()) if ok else {}
         overrides_file = job / ".hydra" / "overrides.yaml"
         overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.exists() else []
         cache_file = job / "cache.json"
-        row = {"job": job.name, "overrides": " ".join(overrides or []),
+        row = {"job": job.name, "overrides": " ".join(overrides or []), **status,
                **{c: metrics.get(c) for c in COLUMNS}}
         if cache_file.exists():
             row["cache"] = json.loads(cache_file.read_text())
@@ -63,7 +82,8 @@ def _accuracy(row: dict[str, Any]) -> float | None:
 
 
 def pareto(rows: list[dict[str, Any]]) -> list[bool]:
-    """Non-dominated points: minimise latency and energy, maximise accuracy (when known)."""
+    """Non-dominated points: minimise latency and energy, maximise accuracy (when known).
+    A point that did not run is on no front."""
     pts = [(r.get("latency_ms"), r.get("energy_mj"), -(_accuracy(r) or 0.0)) for r in rows]
 
     def dominates(p: tuple, q: tuple) -> bool:
@@ -75,16 +95,20 @@ def pareto(rows: list[dict[str, Any]]) -> list[bool]:
 
 def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]) -> dict[str, dict]:
     flags = pareto(rows)
-    fields = ["job", "overrides", *COLUMNS, "pareto"]
+    fields = ["job", "overrides", "status", *COLUMNS, "pareto", "reason"]
     write_csv(sweep_dir / "summary.csv",
               [{**row, "pareto": flag} for row, flag in zip(rows, flags, strict=True)], fields)
     lines = ["| job | overrides | latency ms | energy mJ | fps | accuracy | pareto |",
              "|---|---|---|---|---|---|---|"]
     for row, flag in zip(rows, flags, strict=True):
         acc = _accuracy(row)
+        if row["status"] != "ok":
+            lines.append(f"| {row['job']} | {row['overrides']} | {row['status']}: "
+                         f"{row['reason'].replace('|', '/')} | | | | |")
+            continue
         lines.append(f"| {row['job']} | {row['overrides']} | {_f(row['latency_ms'])} | "
                      f"{_f(row['energy_mj'])} | {_f(row['throughput_fps'])} | {_f(acc)} | "
-                     f"{'*' if flag else ''} |")
+                     f"{'*' if flag else 'dominated'} |")
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
     _plot(rows, flags, sweep_dir / "pareto.png")
     best = {}
@@ -123,18 +147,36 @@ def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
     save_figure(fig, path)
 
 
+PLOTTED = ("latency_ms", "energy_mj")  # the picks whose simulate plots the summary draws
+
+
+def draw_picked(sweep_dir: Path, best: dict[str, dict]) -> None:
+    """The simulate plots of the fastest and the most frugal job (skipped while the sweep
+    ran; ``python -m pipeline.simulator.plots JOB_DIR`` draws any other)."""
+    for job in sorted({best[m]["job"] for m in PLOTTED if m in best}):
+        run = sweep_dir / job
+        if not (run / "simulate" / "timeline.png").is_file():
+            draw_run(run)
+
+
 class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        if not sweep_dir.is_dir():
-            return
-        rows = collect(sweep_dir)
+        rows = collect(sweep_dir) if sweep_dir.is_dir() else []
         if not rows:
             return
         best = write_summary(sweep_dir, rows)
-        table = Table(title=f"sweep summary: {sweep_dir} ({len(rows)} jobs)")
+        draw_picked(sweep_dir, best)
+        failed = Counter(r["status"] for r in rows if r["status"] != "ok")
+        table = Table(title=f"sweep summary: {sweep_dir} ({len(rows)} jobs"
+                      + "".join(f", {n} {s}" for s, n in sorted(failed.items())) + ")")
         for col in ("objective", "best", "job", "overrides"):
             table.add_column(col)
         for metric, b in best.items():
             table.add_row(metric, _f(b["value"]), b["job"], b["overrides"])
-        Console().print(table)
+        if best:
+            Console().print(table)
+        else:
+            print(f"npuflow: error: no point of the sweep ran (see {sweep_dir / 'summary.md'})",
+                  file=sys.stderr)
+            sys.exit(1)

@@ -30,7 +30,8 @@ def test_every_yaml_of_every_group_composes(group, choice):
         return
     cfg = compose_config(f"{group}={choice}")
     check_complete(cfg, {group: choice})
-    assert cfg[group] is not None
+    if not (CONF / group / f"{choice}.yaml").read_text().startswith("# @package _global_"):
+        assert cfg[group] is not None
 
 
 def test_groups_cover_the_design_card():

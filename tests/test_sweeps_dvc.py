@@ -108,7 +108,7 @@ def test_dvc_repro_exp_run_and_a_queued_grid(dvc_repo):
 
     _sh("dvc", "exp", "run", "--queue", *[f"-S{s}" for s in SMALL],
         "-Shardware=rk3588,edge_tpu", "-Squant=int8,fp16", cwd=dvc_repo)
-    _sh("dvc", "queue", "start", "-j", "1", cwd=dvc_repo)
+    _sh("dvc", "queue", "start", "-j", "2", cwd=dvc_repo)  # two at a time
     deadline = time.time() + 600
     while time.time() < deadline:
         status = _sh("dvc", "queue", "status", cwd=dvc_repo)

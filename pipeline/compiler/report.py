@@ -15,6 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.terminal import CONSOLE
+
 
 def _unit(kernel: dict[str, Any], target: str) -> str:
     return f"{target.upper()}_{kernel['family'].upper()}"
@@ -87,7 +89,7 @@ def fallback_summary(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_summary(plan: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or CONSOLE
     table = Table(title=f"compile: {plan['graph']} on {plan['profile']}")
     for col in ("target", "kernels", "ops", "est. cycles"):
         table.add_column(col, justify="right" if col != "target" else "left")

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import onnx
 from omegaconf import DictConfig
-from rich.console import Console
 from rich.table import Table
 
 from pipeline import onnx_io
@@ -31,6 +30,7 @@ from pipeline.optimizer.npu_passes import count_patterns, pad_channels
 from pipeline.optimizer.registry import enabled, resolve
 from pipeline.optimizer.verify import compare, reference_outputs
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
+from pipeline.terminal import CONSOLE
 
 log = logging.getLogger(__name__)
 
@@ -125,4 +125,4 @@ class OptimizeStage(Stage):
             delta = ", ".join(f"{op} {d:+d}" for op, d in r["op_delta"].items())
             table.add_row(str(r["round"]), r["pass"], f"{r['nodes_before']} -> {r['nodes_after']}",
                           delta[:60] or "-", f"{r['max_abs_error']:.2e}", f"{r['seconds']:.2f}")
-        Console().print(table)
+        CONSOLE.print(table)

@@ -8,17 +8,17 @@ import math
 from pathlib import Path
 
 from omegaconf import DictConfig
-from rich.console import Console
 from rich.table import Table
 
 from hardware.profile import profile_from_config
 from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import write_json, write_text
 from pipeline.errors import UserError
-from pipeline.simulator import report
+from pipeline.simulator import plots, report
 from pipeline.simulator.metrics import breakdown_ms, latency_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
 from pipeline.stages.base import Stage, StageInputs, StageResult
+from pipeline.terminal import CONSOLE
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,8 @@ class SimulateStage(Stage):
             for i, t in enumerate(single + dma)])
         write_json(out_dir / "breakdown.json", parts)
         write_text(out_dir / "breakdown.md", report.breakdown_markdown(parts))
-        title = f"{plan['graph']} on {profile.name}: {metrics['latency_ms']:.3f} ms"
-        if sim.plots:
-            report.plot_timeline(single + dma, out_dir / "timeline.png",
-                                 profile.frequency_mhz, title)
-            report.plot_roofline(plan, profile, out_dir / "roofline.png")
-            report.plot_layers(rows, out_dir / "layers.png")
+        if sim.plots is not False:  # None (auto): the CLI sets False for a sweep job
+            plots.draw(single + dma, rows, plan, profile, metrics["latency_ms"], out_dir)
         self._print(metrics, parts)
         return StageResult(metrics)
 
@@ -83,7 +79,7 @@ class SimulateStage(Stage):
         total = sum(parts.values()) or 1.0
         for name, ms in parts.items():
             table.add_row(name, f"{ms:.3f}", f"{100 * ms / total:.1f}%")
-        Console().print(table)
+        CONSOLE.print(table)
         log.info("latency %.3f ms, %.1f fps, MAC utilization %.1f%%, energy %.3f mJ",
                  metrics["latency_ms"], metrics["throughput_fps"],
                  100 * metrics["mac_utilization"], metrics["energy_mj"])

@@ -1,0 +1,63 @@
+"""The simulate stage's three PNGs, drawn from a run folder's own artifacts.
+
+A sweep job skips its plots (they were most of a cached job's time); the sweep summary
+draws them afterwards for the jobs it picks, and ``python -m pipeline.simulator.plots
+RUN_DIR ...`` draws them for any job on demand. Both read what simulate wrote (plan.json,
+timeline.json, layers.csv) and the job's composed config, so a plot drawn later is the
+plot the run would have drawn.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from hardware.profile import HardwareProfile, profile_from_config
+from hardware.timeline import Task
+from pipeline.simulator import report
+
+LAYER_NUMBERS = ("macs", "compute_cycles", "memory_cycles", "overhead_cycles", "total_cycles")
+
+
+def draw(tasks: list[Task], rows: list[dict], plan: dict, profile: HardwareProfile,
+         latency_ms: float, out_dir: Path) -> None:
+    title = f"{plan['graph']} on {profile.name}: {latency_ms:.3f} ms"
+    report.plot_timeline(tasks, out_dir / "timeline.png", profile.frequency_mhz, title)
+    report.plot_roofline(plan, profile, out_dir / "roofline.png")
+    report.plot_layers(rows, out_dir / "layers.png")
+
+
+def draw_run(run_dir: Path) -> Path:
+    """Draw a finished run's plots into its simulate/ folder; returns that folder."""
+    sim = run_dir / "simulate"
+    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    plan = json.loads((run_dir / "compile" / "plan.json").read_text())
+    tasks = [Task(t["name"], t["resource"], t["end"] - t["start"], category=t["category"],
+                  start=t["start"], end=t["end"])
+             for t in json.loads((sim / "timeline.json").read_text())]
+    rows = [{**r, **{k: int(r[k]) for k in LAYER_NUMBERS}}
+            for r in report.read_layers_csv(sim / "layers.csv")]
+    latency = json.loads((run_dir / "metrics.json").read_text())["latency_ms"]
+    draw(tasks, rows, plan, profile_from_config(cfg.hardware), latency, sim)
+    return sim
+
+
+def main(argv: list[str] | None = None) -> None:
+    runs = [Path(a) for a in (sys.argv[1:] if argv is None else argv)]
+    if not runs:
+        print("usage: python -m pipeline.simulator.plots RUN_DIR [RUN_DIR ...]", file=sys.stderr)
+        sys.exit(2)
+    for run in runs:
+        missing = [p for p in (run / ".hydra" / "config.yaml", run / "compile" / "plan.json",
+                               run / "simulate" / "timeline.json") if not p.is_file()]
+        if missing:
+            print(f"{run}: not a finished npuflow run ({missing[0]} is missing)", file=sys.stderr)
+            sys.exit(2)
+        print(draw_run(run))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Sweeps at design-space scale: each job composed like Hydra would, infeasible points
+recorded while the sweep goes on, one line per job, plots drawn on demand."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from pipeline.schema import register_configs
+from pipeline.sweep_compose import MemoConfigLoader
+from tests.conftest import CONF, REPO, run_cli
+
+SMALL = ["model=digits_mlp", "data=digits"]
+
+JOBS = [
+    ["hardware=rk3588", "compile.tiling.tile_m=16", "quant=int8"],
+    ["hardware=edge_tpu", "compile.tiling.tile_m=16", "quant=int8"],
+    ["hardware=edge_tpu", "compile.tiling.tile_m=64", "quant=fp16"],
+    ["hardware=edge_tpu", "hardware.mac_array.rows=16", "hardware.sram.size_kb=256"],
+    ["hardware=rk3588", "+experiment=hardware_dse", "hardware.dram.bandwidth_gbps=4"],
+    ["hardware=rk3588", "run.objective=[latency_ms,energy_mj]", "compile.tiling.mode=fixed",
+     "hydra.job.chdir=true"],
+]
+
+
+@pytest.mark.parametrize("overrides", JOBS, ids=[" ".join(j) for j in JOBS])
+def test_a_reused_composition_equals_hydras_own(overrides):
+    """The memo composes once per group combination and applies values itself: every key
+    of the result, Hydra node included, must equal Hydra's full composition."""
+    register_configs()
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration("config", ["hydra.sweep.dir=/tmp/x"],
+                                           RunMode.MULTIRUN)
+        memo = MemoConfigLoader(loader)
+        memo.load_sweep_config(master, ["hardware=rk3588"])  # warm a base to reuse
+        expected = loader.load_sweep_config(master, overrides)
+        got = memo.load_sweep_config(master, overrides)
+        again = memo.load_sweep_config(master, overrides)  # from the memo, not mutated
+    for cfg in (got, again):
+        assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(expected)
+        assert cfg.hydra.overrides.task == expected.hydra.overrides.task
+        assert cfg.hydra.job.override_dirname == expected.hydra.job.override_dirname
+        assert OmegaConf.get_type(cfg.hardware) is OmegaConf.get_type(expected.hardware)
+
+
+def _rows(sweep: Path) -> list[dict[str, str]]:
+    with (sweep / "summary.csv").open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_an_infeasible_point_is_recorded_and_the_sweep_goes_on(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = run_cli("-m", *SMALL, "compile.tiling.mode=fixed", "hardware.sram.size_kb=1,512",
+                   "quant=int8,fp16", f"hydra.sweep.dir={sweep}",
+                   f"run.cache_dir={tmp_path / 'cache'}")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["overrides"]: r for r in _rows(sweep)}
+    assert len(rows) == 4
+    for quant in ("int8", "fp16"):
+        bad = rows[f"hardware.sram.size_kb=1 quant={quant}"]
+        assert bad["status"] == "infeasible" and bad["latency_ms"] == ""
+        assert "needs" in bad["reason"] and "bytes of SRAM" in bad["reason"]
+        assert bad["pareto"] == "False"
+        good = rows[f"hardware.sram.size_kb=512 quant={quant}"]
+        assert good["status"] == "ok" and float(good["latency_ms"]) > 0
+    assert "infeasible: compile.tiling" in (sweep / "summary.md").read_text()
+    # one line per job (stdout for a result, stderr for an infeasible point), no tables
+    job_lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("#")]
+    assert len(job_lines) == 4
+    assert "where the time goes" not in proc.stdout and "compile:" not in proc.stdout
+    assert "2 infeasible" in proc.stdout
+
+
+def test_a_sweep_where_no_point_runs_fails(tmp_path):
+    proc = run_cli("-m", *SMALL, "compile.tiling.mode=fixed", "hardware.sram.size_kb=1,2",
+                   f"hydra.sweep.dir={tmp_path / 'sweep'}", f"run.cache_dir={tmp_path / 'c'}")
+    assert proc.returncode == 1
+    assert "no point of the sweep ran" in proc.stderr
+    assert {r["status"] for r in _rows(tmp_path / "sweep")} == {"infeasible"}
+
+
+def test_a_swept_value_that_is_wrong_on_its_own_stops_before_any_job(tmp_path):
+    proc = run_cli("-m", *SMALL, "simulate.frames=4,0", f"hydra.sweep.dir={tmp_path / 's'}",
+                   f"run.cache_dir={tmp_path / 'c'}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "npuflow: error: override 'simulate.frames=0': simulate.frames: must be >= 1, got 0")
+    assert not list((tmp_path / "s").glob("[0-9]*"))
+
+
+def test_sweep_jobs_equal_single_runs_and_plots_are_drawn_for_picked_jobs(tmp_path):
+    sweep, cache = tmp_path / "sweep", tmp_path / "cache"
+    proc = run_cli("-m", *SMALL, "hardware=rk3588,edge_tpu", f"hydra.sweep.dir={sweep}",
+                   f"run.cache_dir={cache}")
+    assert proc.returncode == 0, proc.stderr
+    single = tmp_path / "single"
+    assert run_cli(*SMALL, "hardware=edge_tpu", f"hydra.run.dir={single}",
+                   f"run.cache_dir={cache}").returncode == 0
+    job = next(r["job"] for r in _rows(sweep) if r["overrides"] == "hardware=edge_tpu")
+    assert (sweep / job / "metrics.json").read_bytes() == (single / "metrics.json").read_bytes()
+    best = {r["job"] for r in _rows(sweep) if r["job"]}
+    drawn = {j for j in best if (sweep / j / "simulate" / "timeline.png").is_file()}
+    assert drawn, "the summary draws the plots of the jobs it picks"
+    undrawn = sorted(best - drawn)
+    for j in undrawn:  # on demand: the same bytes a single run draws
+        subprocess.run([sys.executable, "-m", "pipeline.simulator.plots", str(sweep / j)],
+                       cwd=REPO, check=True, capture_output=True)
+    target = sweep / job / "simulate"
+    if not (target / "timeline.png").is_file():
+        subprocess.run([sys.executable, "-m", "pipeline.simulator.plots", str(sweep / job)],
+                       cwd=REPO, check=True, capture_output=True)
+    for png in ("timeline.png", "roofline.png", "layers.png"):
+        assert (target / png).read_bytes() == (single / "simulate" / png).read_bytes(), png
+    missing = subprocess.run([sys.executable, "-m", "pipeline.simulator.plots", str(tmp_path)],
+                             cwd=REPO, capture_output=True, text=True)
+    assert missing.returncode == 2 and "not a finished npuflow run" in missing.stderr
+    assert json.loads((sweep / job / "point.json").read_text())["status"] == "ok"
+
+
+def test_nsga2_search_over_tiles_and_hardware_keeps_going_past_infeasible_trials(tmp_path):
+    """+experiment=hardware_search: Optuna's NSGA-II minimising latency and energy; a
+    256 KB SRAM cannot hold some tiles, so some trials are infeasible, and the search
+    still finishes with a Pareto front."""
+    sweep = tmp_path / "sweep"
+    proc = run_cli("-m", "+experiment=hardware_search", *SMALL, "hydra.sweeper.n_trials=8",
+                   "hydra.sweeper.sampler.population_size=4", "hardware.sram.size_kb=1,2048",
+                   f"hydra.sweep.dir={sweep}", f"run.cache_dir={tmp_path / 'cache'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _rows(sweep)
+    assert len(rows) == 8
+    statuses = {r["status"] for r in rows}
+    assert "ok" in statuses
+    front = OmegaConf.load(sweep / "optimization_results.yaml")
+    assert front.solutions and all(len(s["values"]) == 2 for s in front.solutions)
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert any(r["pareto"] == "True" for r in ok)
