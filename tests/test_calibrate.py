@@ -10,8 +10,11 @@ dispatch cost, a SiLU map for the vector unit, a 16 MB FC for DRAM bandwidth), a
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +23,8 @@ import pytest
 from onnx import helper, numpy_helper
 
 from pipeline.calibrate.cli import main as calibrate_main
-from tests.conftest import CONF, run_inprocess
+from pipeline.calibrate.layers import node_name
+from tests.conftest import CONF, REPO, run_inprocess
 
 TRUTH = {"dispatch_cycles": 2600, "dram.bandwidth_gbps": 9.5, "vector_unit.lanes": 24}
 COMMON = ["data.calibration_size=4", "data.eval_size=4"]
@@ -231,3 +235,101 @@ def test_fewer_rows_than_free_parameters_is_refused(board, tmp_path):
     code, lines, _ = _calibrate(board, "prior", measurements, tmp_path / "report")
     assert code == 2 and "2 row(s) cannot determine 3 free parameters" in lines[0], lines
     assert not (tmp_path / "report").exists()
+
+
+def _layers_csv(board: dict, path: Path, full_names: bool = True) -> None:
+    """The truth's own kernel times as a profiler would report them: one line per kernel,
+    named by its first ONNX node (every other one in RKNN's ``OpType:node`` form)."""
+    lines = []
+    for i, (name, row) in enumerate(zip(("convs", "chain", "silu", "fc"), board["rows"],
+                                        strict=True)):
+        plan = json.loads((board["root"] / name / "compile" / "plan.json").read_text())
+        for j, k in enumerate(plan["kernels"]):
+            layer = k["ops"][0]
+            if full_names and (i + j) % 2:
+                layer = f"{k['op_types'][0]}:{layer}"
+            lines.append({"model": row["model"], "overrides": "", "layer": layer,
+                          "time_us": repr(k["cost"]["total_cycles"] / 1000.0)})
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, ["model", "overrides", "layer", "time_us"])
+        writer.writeheader()
+        writer.writerows(lines)
+
+
+def test_per_layer_times_join_the_fit_and_are_reported(board, tmp_path):
+    layers = tmp_path / "layers.csv"
+    _layers_csv(board, layers)
+    report = tmp_path / "report"
+    code, lines, _ = run_inprocess(
+        "hardware=prior", f"measurements={board['csv']}", f"layers={layers}",
+        "--config-dir", str(board["conf"]), "--report-dir", str(report),
+        f"run.cache_dir={board['cache']}", *COMMON, main=calibrate_main)
+    assert code == 0, lines
+    fit = json.loads((report / "fit.json").read_text())
+    for key, truth in TRUTH.items():
+        assert fit["fitted"][key] == pytest.approx(truth, rel=0.05), key
+    assert len(fit["layers"]) == 4
+    for row in fit["layers"]:
+        assert row["kernels"] >= 1 and row["unmatched_count"] == 0
+        assert row["rms_after"] < 0.02 < row["rms_before"], row
+    assert "Per-layer times" in (report / "report.md").read_text()
+
+
+def _first_time(text: str, value: str) -> str:
+    """The layers file with the first row's time_us replaced."""
+    header, first, *rest = text.split("\n")
+    return "\n".join([header, first.rsplit(",", 1)[0] + f",{value}", *rest])
+
+
+@pytest.mark.parametrize(("edit", "culprit"), [
+    (lambda t: _first_time(t, "-5"), "line 2: time_us must be a positive time"),
+    (lambda t: t.replace(".onnx,", ".onnx,hardware.cores=2 ", 1), "line 2: no measurements row"),
+    (lambda t: t.split("\n")[0] + "\n", "no layer rows"),
+    (lambda t: t.replace("layer", "node", 1), "missing column(s) layer"),
+])
+def test_a_bad_layers_file_is_one_line_naming_the_line(board, edit, culprit, tmp_path):
+    layers = tmp_path / "layers.csv"
+    _layers_csv(board, layers, full_names=False)
+    layers.write_text(edit(layers.read_text()))
+    code, lines, _ = run_inprocess(
+        "hardware=prior", f"measurements={board['csv']}", f"layers={layers}",
+        "--config-dir", str(board["conf"]), "--report-dir", str(tmp_path / "r"),
+        f"run.cache_dir={board['cache']}", *COMMON, main=calibrate_main)
+    assert code == 2 and len(lines) == 1 and culprit in lines[0], lines
+    assert str(layers) in lines[0] and not (tmp_path / "r").exists()
+
+
+_HEADER = ("ID OpType DataType Target InputShape OutputShape Cycles(DDR/NPU/Total) Time(us) "
+           "MacUsage(%) WorkLoad(0/1/2) RW(KB) FullName")
+_ROWS = [  # RKNN-Toolkit2 2.x's layer table, as posted in THU-MIG/yolov10 issue 115
+    "1 InputOperator UINT8 CPU \\ (1,3,64,64) 0/0/0 12 \\ 0.0%/0.0%/0.0% 0 InputOperator:images",
+    "2 ConvRelu INT8 NPU (1,3,64,64),(16,3,3,3),(16) (1,16,64,64) 7083/12800/12800 178 "
+    "4.49/0.00/0.00 100.0%/0.0%/0.0% 104 Conv:/model.0/conv/Conv",
+    "3 ConvExSwish INT8 NPU (1,16,64,64),(32,16,3,3),(32) (1,32,32,32) 21923/51200/51200 302 "
+    "21.19/0.00/0.00 100.0%/0.0%/0.0% 433 Conv:/model.1/conv/Conv",
+]
+RKNN_TABLE = "\n".join([
+    "D RKNN: [05:07:06.566] " + "    ".join(_HEADER.split()),
+    *("D RKNN: [05:07:06.566] " + "   ".join(r.split()) for r in _ROWS[:2]),
+    " |  " + "  ".join(_ROWS[2].split()),  # the console form of the same table
+    "D RKNN: [05:07:06.566] Total Operator Elapsed Per Frame Time(us): 492", ""])
+
+
+def test_rknn_layer_tables_become_layer_rows(tmp_path):
+    dump = tmp_path / "perf.txt"
+    dump.write_text(RKNN_TABLE)
+    proc = subprocess.run([sys.executable, "-m", "pipeline.calibrate.layers", str(dump),
+                           "yolov5s", "hardware.cores=1"], capture_output=True, text=True,
+                          cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert [(r["layer"], r["time_us"]) for r in rows] == [
+        ("InputOperator:images", "12"), ("Conv:/model.0/conv/Conv", "178"),
+        ("Conv:/model.1/conv/Conv", "302")]
+    assert rows[0]["model"] == "yolov5s" and rows[0]["overrides"] == "hardware.cores=1"
+    assert node_name("Conv:/model.0/conv/Conv") == "/model.0/conv/Conv"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("no table here\n")
+    bad = subprocess.run([sys.executable, "-m", "pipeline.calibrate.layers", str(empty), "m"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 2 and "no RKNN layer table found" in bad.stderr

@@ -21,14 +21,16 @@ from rich.progress import Progress
 from pipeline.artifacts import atomic_path, write_text
 from pipeline.calibrate.evaluate import Params, RowModel, compose_row, dump, params_of
 from pipeline.calibrate.fit import fit, leave_one_out
+from pipeline.calibrate.layer_fit import LayerFit
+from pipeline.calibrate.layers import LayerTime, read_layers
 from pipeline.calibrate.measurements import Measurement, read_measurements
 from pipeline.calibrate.report import Outcome, markdown, plot, summary
 from pipeline.cli import CONF_DIR, describe
 from pipeline.config import check_complete
 from pipeline.errors import UserError
 
-USAGE = ("usage: npuflow-calibrate hardware=NAME measurements=FILE [--config-dir DIR] "
-         "[--report-dir DIR] [key=value ...]")
+USAGE = ("usage: npuflow-calibrate hardware=NAME measurements=FILE [layers=FILE] "
+         "[--config-dir DIR] [--report-dir DIR] [key=value ...]")
 
 
 def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -38,7 +40,7 @@ def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     for arg in args:
         if arg in ("--config-dir", "--report-dir"):
             opts[arg] = next(args, "")
-        elif arg.startswith(("hardware=", "measurements=")):
+        elif arg.startswith(("hardware=", "measurements=", "layers=")):
             key, _, value = arg.partition("=")
             opts[key] = value
         elif "=" in arg:
@@ -99,21 +101,22 @@ def run(argv: list[str]) -> Path:
     zoo = sorted({p.stem for d in conf_dirs for p in (d / "model").glob("*.yaml")} - {"onnx"})
     path = Path(opts["measurements"])
     rows = read_measurements(path, zoo)
+    layer_times = read_layers(Path(opts["layers"]), rows) if opts.get("layers") else {}
     out_name = name if name.endswith("_calibrated") else f"{name}_calibrated"
     out_dir = Path(opts.get("--config-dir") or CONF_DIR) / "hardware"
     report_dir = Path(opts.get("--report-dir") or Path("calibration") / out_name)
 
     work = Path(tempfile.mkdtemp(prefix="npuflow-calibrate-"))  # per-row upstream folders
     try:
-        return _calibrate(rows, conf_dirs, common, name, path, work, source, out_name,
-                          out_dir, report_dir)
+        return _calibrate(rows, layer_times, conf_dirs, common, name, path, work, source,
+                          out_name, out_dir, report_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _calibrate(rows: list[Measurement], conf_dirs: list[Path], common: list[str], name: str,
-               path: Path, work: Path, source: Path, out_name: str, out_dir: Path,
-               report_dir: Path) -> Path:
+def _calibrate(rows: list[Measurement], layer_times: dict[int, list[LayerTime]],
+               conf_dirs: list[Path], common: list[str], name: str, path: Path, work: Path,
+               source: Path, out_name: str, out_dir: Path, report_dir: Path) -> Path:
     models = [_row_model(m, conf_dirs, common, name, path, work) for m in rows]
     free = list(check_complete(models[0].cfg, {"hardware": name}).calibrate)
     if not free:
@@ -138,13 +141,16 @@ def _calibrate(rows: list[Measurement], conf_dirs: list[Path], common: list[str]
                 raise UserError(f"{path} row {rows[i].row}: {exc}") from exc
         progress.update(task, description="calibrate: fitting")
         before = [predict(i, prior) for i in range(len(rows))]
-        result = fit(predict, range(len(rows)), measured, free, prior)
+        layers = LayerFit(models, layer_times, prior)
+        result = fit(predict, range(len(rows)), measured, free, prior, layers.residuals)
         result = replace(result, params=models[0].typed(result.params))
         after = [predict(i, result.params) for i in range(len(rows))]
-        loo = leave_one_out(predict, measured, free, prior) if len(rows) > len(free) else after
+        loo = (leave_one_out(predict, measured, free, prior, layers.residuals)
+               if len(rows) > len(free) else after)
 
     outcome = Outcome([m.label for m in rows], measured, before, after, loo, prior,
-                      result.params, free, result.rms_log_error, result.evaluations)
+                      result.params, free, result.rms_log_error, result.evaluations,
+                      layers.summary(result.params))
     text = summary(outcome)
     yaml_text = calibrated_yaml(source, out_name, result.params, text, len(rows))
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -153,7 +159,8 @@ def _calibrate(rows: list[Measurement], conf_dirs: list[Path], common: list[str]
         plot(outcome, tmp)
     dump(report_dir / "fit.json", {"prior": dict(prior), "fitted": dict(result.params),
                                    "measured": measured, "before": before, "after": after,
-                                   "leave_one_out": loo, "rows": outcome.labels})
+                                   "leave_one_out": loo, "rows": outcome.labels,
+                                   "layers": outcome.layers})
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text(out_dir / f"{out_name}.yaml", yaml_text)
     print(f"{out_dir / f'{out_name}.yaml'}: {text}")

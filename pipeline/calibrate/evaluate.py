@@ -1,4 +1,5 @@
-"""One measurement row as a function of the free parameters: predicted latency in ms.
+"""One measurement row as a function of the free parameters: predicted latency in ms
+(and each kernel's predicted time, for per-layer measurements).
 
 The upstream stages (those before the first stage that reads ``hardware``: export,
 optimize, quantize in the default chain) run once per row, through the stage cache; each
@@ -44,7 +45,7 @@ class RowModel:
         self.cfg = cfg
         OmegaConf.update(cfg, "simulate.plots", False)  # hundreds of runs, no one looks
         self.work = work
-        self._memo: dict[Params, float] = {}
+        self._memo: dict[Params, tuple[float, dict[str, float], list[dict]]] = {}
         chain = build_chain(cfg.stages)
         first = next((i for i, (_, s) in enumerate(chain) if "hardware" in s.config_keys),
                      None)
@@ -63,6 +64,17 @@ class RowModel:
                 self.inputs[name] = self.work / name
 
     def latency_ms(self, params: Params) -> float:
+        return self._evaluate(params)[0]
+
+    def kernel_us(self, params: Params) -> dict[str, float]:
+        """Each kernel's predicted time (its cost, total_cycles, at the profile's clock)."""
+        return self._evaluate(params)[1]
+
+    def kernels(self, params: Params) -> list[dict]:
+        """The compiled plan's kernels (name, ops): what measured layers map onto."""
+        return self._evaluate(params)[2]
+
+    def _evaluate(self, params: Params) -> tuple[float, dict[str, float], list[dict]]:
         if params not in self._memo:
             self._memo[params] = self._run(params)
         return self._memo[params]
@@ -73,7 +85,7 @@ class RowModel:
         return tuple((key, float(round(value)) if isinstance(
             OmegaConf.select(self.cfg.hardware, key), int) else value) for key, value in params)
 
-    def _run(self, params: Params) -> float:
+    def _run(self, params: Params) -> tuple[float, dict[str, float], list[dict]]:
         """Set the values in place (the config was checked at the door; the stages validate
         the profile they build), run, and put the priors back: copying an OmegaConf tree
         per evaluation would cost more than the compile itself."""
@@ -90,12 +102,17 @@ class RowModel:
                     stage_metrics, _, _ = run_stage(name, stage, inputs, self.cfg, run_dir)
                     metrics.update(stage_metrics)
                     inputs[name] = run_dir / name
+                plan_file = run_dir / "compile" / "plan.json"
+                plan = json.loads(plan_file.read_text()) if plan_file.is_file() else {}
+                mhz = float(self.cfg.hardware.frequency_mhz)
         finally:
             for key, value in saved.items():
                 OmegaConf.update(hw, key, value)
         if "latency_ms" not in metrics:
             raise UserError(f"row {self.row.row}: the chain reports no latency_ms")
-        return float(metrics["latency_ms"])
+        kernels = [{"name": k["name"], "ops": k["ops"]} for k in plan.get("kernels", [])]
+        times = {k["name"]: k["cost"]["total_cycles"] / mhz for k in plan.get("kernels", [])}
+        return float(metrics["latency_ms"]), times, kernels
 
 
 def params_of(cfg: DictConfig) -> Params:

@@ -9,6 +9,11 @@ flips, a kernel moves between CPU and NPU), so the Jacobian is taken with a 2% s
 log range rather than at machine precision. scipy's trust-region reflective method keeps
 every iterate inside the bounds; the result is deterministic.
 
+Why per-layer times weigh what they do: a network's layers are one measurement session
+of one network, so together they count like one row: each of a row's n matched kernels
+contributes ``ln(predicted / measured) / sqrt(n)`` (sum of squares = the mean squared
+layer error), and a 300-layer network cannot drown the other rows.
+
 Why a prior: a handful of networks rarely pins every parameter down. Where the profile gives
 a parameter a ``spread``, the fit maximises the posterior instead of the likelihood (each
 row's ln error has standard deviation ``ROW_SCATTER``, each parameter a log-normal prior of
@@ -47,6 +52,12 @@ class FitResult:
 
 
 Predict = Callable[[int, Params], float]  # (row index, params) -> latency ms
+# (row index, params) -> that row's per-layer ln errors, already weighted (may be empty)
+LayerResiduals = Callable[[int, Params], list[float]]
+
+
+def _no_layers(row: int, params: Params) -> list[float]:
+    return []
 
 
 def _unit(value: float, free: FreeParameter) -> float:
@@ -58,8 +69,10 @@ def _value(unit: float, free: FreeParameter) -> float:
 
 
 def fit(predict: Predict, rows: Sequence[int], measured: Sequence[float],
-        free: Sequence[FreeParameter], prior: Params) -> FitResult:
-    """Fit the free parameters to ``measured`` over ``rows`` from the ``prior``."""
+        free: Sequence[FreeParameter], prior: Params,
+        layers: LayerResiduals = _no_layers) -> FitResult:
+    """Fit the free parameters to ``measured`` over ``rows`` from the ``prior`` (and to
+    the rows' per-layer times, where ``layers`` has any)."""
     if len(rows) < len(free):
         raise UserError(f"measurements: {len(rows)} row(s) cannot determine {len(free)} free "
                         "parameters (hardware.calibrate); measure more networks or list "
@@ -74,12 +87,16 @@ def fit(predict: Predict, rows: Sequence[int], measured: Sequence[float],
         return np.array([math.log(predict(r, p) / m) for r, m in zip(rows, measured,
                                                                       strict=True)])
 
+    def layer_residuals(y: np.ndarray) -> np.ndarray:
+        p = params(y)
+        return np.array([e for r in rows for e in layers(r, p)])
+
     def prior_residuals(y: np.ndarray) -> np.ndarray:
         return np.array([ROW_SCATTER * math.log(v / prior_values[f.key]) / math.log(f.spread)
                          for (_, v), f in zip(params(y), free, strict=True) if f.spread])
 
     def residuals(y: np.ndarray) -> np.ndarray:
-        return np.concatenate([data_residuals(y), prior_residuals(y)])
+        return np.concatenate([data_residuals(y), layer_residuals(y), prior_residuals(y)])
 
     y0 = np.array([1.0 + _unit(prior_values[f.key], f) for f in free])
     result = least_squares(residuals, y0, bounds=(1.0, 2.0), method="trf",
@@ -91,11 +108,12 @@ def fit(predict: Predict, rows: Sequence[int], measured: Sequence[float],
 
 
 def leave_one_out(predict: Predict, measured: Sequence[float],
-                  free: Sequence[FreeParameter], prior: Params) -> list[float]:
-    """Each row predicted by a fit on all the other rows."""
+                  free: Sequence[FreeParameter], prior: Params,
+                  layers: LayerResiduals = _no_layers) -> list[float]:
+    """Each row predicted by a fit on all the other rows (and their layers)."""
     out = []
     for held in range(len(measured)):
         rows = [i for i in range(len(measured)) if i != held]
-        result = fit(predict, rows, [measured[i] for i in rows], free, prior)
+        result = fit(predict, rows, [measured[i] for i in rows], free, prior, layers)
         out.append(predict(held, result.params))
     return out

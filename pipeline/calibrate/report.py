@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -30,6 +30,7 @@ class Outcome:
     free: Sequence[FreeParameter]
     rms_log_error: float
     evaluations: int
+    layers: list[dict] = field(default_factory=list)  # per-layer fit, rows that had layers
 
 
 def ratios(predicted: Sequence[float], measured: Sequence[float]) -> list[float]:
@@ -68,6 +69,16 @@ def markdown(o: Outcome, title: str) -> str:
         m = o.measured[i]
         cells = [f"{p[i]:.3f} | {p[i] / m:.2f}" for p in (o.before, o.after, o.loo)]
         lines.append(f"| {label} | {m:.3f} | " + " | ".join(cells) + " |")
+    if o.layers:
+        lines += ["", "Per-layer times (the layers file): rms of ln(predicted / measured) over "
+                  "each row's measured kernels (0.10 = ~10% per kernel).", "",
+                  "| row | kernels fitted | layers not in npuflow's graph | rms before | "
+                  "rms after |", "|---|---|---|---|---|"]
+        for r in o.layers:
+            left = f"{r['unmatched_count']}" + (f" (e.g. {', '.join(r['unmatched'])})"
+                                                 if r["unmatched"] else "")
+            lines.append(f"| {r['row']} | {r['kernels']} | {left} | {r['rms_before']:.3f} | "
+                         f"{r['rms_after']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
