@@ -26,6 +26,7 @@ from hardware.bounds import (
     check_tree,
     choices,
 )
+from hardware.thermal import ColdStart, PowerMode, Thermal, check_thermal
 from ops.activation import OPS_PER_ELEMENT
 from ops.registry import SPECS
 
@@ -196,6 +197,12 @@ class HardwareProfile:
     energy: Energy = field(default_factory=Energy)
     # the assumptions a calibration may fit, with bounds (physical facts are not listed)
     calibrate: list[FreeParameter] = field(default_factory=list)
+    # sustained load (hardware/thermal.py): operating points, cooling and governor, and
+    # what the first inference pays
+    power_modes: dict[str, PowerMode] = field(default_factory=dict)
+    default_power_mode: str | None = None
+    thermal: Thermal = field(default_factory=Thermal)
+    cold_start: ColdStart = field(default_factory=ColdStart)
 
     @property
     def peak_macs_per_cycle(self) -> dict[str, float]:
@@ -242,6 +249,8 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
     keys = [free.key for free in profile.calibrate]
     if len(set(keys)) < len(keys):
         raise ProfileError(f"{prefix}.calibrate", "a key is listed twice")
+    check_thermal(profile.thermal, profile.power_modes, profile.default_power_mode,
+                  profile.frequency_mhz, prefix)
     return profile
 
 

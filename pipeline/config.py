@@ -52,6 +52,12 @@ def check_complete(cfg: DictConfig, choices: Mapping[str, str | None],
     except BoundsError as exc:
         raise UserError(f"{source_file(exc.key, choices, overrides)}: {exc}") from exc
     _check_quant_types(cfg)
+    mode = cfg.simulate.sustained.power_mode
+    if mode is not None and mode not in profile.power_modes:
+        key = "simulate.sustained.power_mode"
+        raise UserError(f"{source_file(key, choices, overrides)}: {key}: '{mode}' is not a "
+                        f"power mode of {profile.name} "
+                        f"({', '.join(profile.power_modes) or 'it declares none'})")
     for warning in warnings:
         log.warning("%s: %s", source_file(warning.split(" ")[0], choices, overrides), warning)
     return profile

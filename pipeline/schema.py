@@ -193,6 +193,16 @@ class CompileConfig:
 
 
 @dataclass
+class SustainedConfig:
+    """Minutes of inference through the profile's thermal model (hardware/thermal.py)."""
+
+    seconds: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 86400))  # 0: off
+    fps: float = bounded(0.0, NON_NEGATIVE)  # demand; 0: back to back
+    power_mode: str | None = None  # a key of hardware.power_modes (None: its default)
+    ambient_c: float | None = None  # None: the profile's thermal.ambient_c
+
+
+@dataclass
 class SimulateConfig:
     frames: int = bounded(1, AT_LEAST_1)  # frames in the throughput run
     # frames in flight between the CPU producer and the NPU
@@ -204,6 +214,7 @@ class SimulateConfig:
     # (auto): drawn in a single run, skipped in a sweep job (the sweep summary draws them
     # for the jobs it picks; python -m pipeline.simulator.plots RUN_DIR on demand)
     plots: bool | None = None
+    sustained: SustainedConfig = field(default_factory=SustainedConfig)
 
 
 @dataclass

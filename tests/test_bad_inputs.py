@@ -166,6 +166,21 @@ CASES: dict[str, Case] = {
         t, lambda s: s[:s.index("\nops:")] + s[s.index("\nhost:"):])),
     "unknown_profile_key": Case(culprit="hardware.sram.size_kbb", setup=lambda t: profile_file(
         t, lambda s: s.replace("size_kb:", "size_kbb:"))),
+    # sustained load: power modes, thermal model, governor
+    "trips_not_rising": Case(culprit="hardware.thermal.trips[1].temperature_c",
+                             setup=lambda t: profile_file(t, lambda s: s.replace(
+                                 "{temperature_c: 95, frequency_mhz: 600}",
+                                 "{temperature_c: 80, frequency_mhz: 600}"))),
+    "trip_above_clock": Case(["hardware.thermal.trips.0.frequency_mhz=1200"],
+                             "hardware.thermal.trips[0].frequency_mhz"),
+    "negative_resistance": Case(["hardware.thermal.resistance_c_per_w=-3"],
+                                "hardware.thermal.resistance_c_per_w"),
+    "unknown_power_mode": Case(["simulate.sustained.power_mode=turbo"],
+                               "simulate.sustained.power_mode"),
+    "unknown_default_mode": Case(["hardware.default_power_mode=turbo"],
+                                 "hardware.default_power_mode"),
+    "critical_below_trips": Case(["hardware.thermal.critical_c=90"],
+                                 "hardware.thermal.critical_c"),
     # model files
     "model_directory": Case(culprit="is a directory", setup=lambda t: [
         "model=onnx", f"model.path={t}"]),

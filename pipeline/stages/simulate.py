@@ -14,7 +14,7 @@ from hardware.profile import profile_from_config
 from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import write_json, write_text
 from pipeline.errors import UserError
-from pipeline.simulator import plots, report
+from pipeline.simulator import plots, report, sustained
 from pipeline.simulator.metrics import breakdown_ms, latency_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
 from pipeline.stages.base import Stage, StageInputs, StageResult
@@ -67,6 +67,9 @@ class SimulateStage(Stage):
         write_text(out_dir / "breakdown.md", report.breakdown_markdown(parts))
         if sim.plots is not False:  # None (auto): the CLI sets False for a sweep job
             plots.draw(single + dma, rows, plan, profile, metrics["latency_ms"], out_dir)
+        if sim.sustained.seconds > 0:
+            metrics.update(sustained.simulate(plan, metrics["latency_ms"] * 1e-3, profile,
+                                              sim.sustained, out_dir, sim.plots is not False))
         self._print(metrics, parts)
         return StageResult(metrics)
 
