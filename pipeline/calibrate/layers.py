@@ -22,14 +22,13 @@ reported, not fitted.
 from __future__ import annotations
 
 import csv
-import math
 import re
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.calibrate.measurements import Measurement
+from pipeline.calibrate.measurements import Measurement, csv_rows, positive_time
 from pipeline.errors import UserError
 
 COLUMNS = ("model", "overrides", "layer", "time_us")
@@ -51,33 +50,19 @@ def node_name(layer: str) -> str:
 
 def read_layers(path: Path, rows: list[Measurement]) -> dict[int, list[LayerTime]]:
     """Layer times per measurements row index; the first bad line is one line naming it."""
-    if not path.is_file():
-        raise UserError(f"layers: no such file '{path}'")
     index = {(m.model, m.overrides): i for i, m in enumerate(rows)}
     out: dict[int, list[LayerTime]] = {}
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"{path}: missing column(s) {', '.join(missing)} "
-                            f"(expected: {', '.join(COLUMNS)})")
-        for line, raw in enumerate(reader, start=2):
-            where = f"{path} line {line}"
-            key = ((raw.get("model") or "").strip(), tuple(shlex.split(raw.get("overrides") or "")))
-            if key not in index:
-                raise UserError(f"{where}: no measurements row has model '{key[0]}' with "
-                                f"overrides '{' '.join(key[1])}'")
-            layer = (raw.get("layer") or "").strip()
-            if not layer:
-                raise UserError(f"{where}: empty layer name")
-            try:
-                time_us = float(raw.get("time_us") or "nan")
-            except ValueError:
-                raise UserError(f"{where}: time_us '{raw.get('time_us')}' is not a number"
-                                ) from None
-            if not (math.isfinite(time_us) and time_us > 0):
-                raise UserError(f"{where}: time_us must be a positive time, got {time_us}")
-            out.setdefault(index[key], []).append(LayerTime(line, node_name(layer), time_us))
+    for line, raw in enumerate(csv_rows(path, COLUMNS, "layers"), start=2):
+        where = f"{path} line {line}"
+        key = ((raw.get("model") or "").strip(), tuple(shlex.split(raw.get("overrides") or "")))
+        if key not in index:
+            raise UserError(f"{where}: no measurements row has model '{key[0]}' with "
+                            f"overrides '{' '.join(key[1])}'")
+        layer = (raw.get("layer") or "").strip()
+        if not layer:
+            raise UserError(f"{where}: empty layer name")
+        time_us = positive_time(raw, "time_us", where)
+        out.setdefault(index[key], []).append(LayerTime(line, node_name(layer), time_us))
     if not out:
         raise UserError(f"{path}: no layer rows")
     return out

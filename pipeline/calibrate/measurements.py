@@ -32,20 +32,37 @@ class Measurement:
         return [f"model={self.model}"]
 
 
-def read_measurements(path: Path, zoo: list[str]) -> list[Measurement]:
-    """Parse and check every row; the first bad one is one line naming file and row."""
+def csv_rows(path: Path, columns: tuple[str, ...], what: str) -> list[dict[str, str]]:
+    """A CSV file's rows, once its header has every column (else one line naming them)."""
     if not path.is_file():
-        raise UserError(f"measurements: no such file '{path}'")
+        raise UserError(f"{what}: no such file '{path}'")
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
         if missing:
             raise UserError(f"{path}: missing column(s) {', '.join(missing)} "
-                            f"(expected: {', '.join(COLUMNS)})")
-        rows = [_parse(path, i + 2, raw, zoo) for i, raw in enumerate(reader)]
+                            f"(expected: {', '.join(columns)})")
+        return list(reader)
+
+
+def read_measurements(path: Path, zoo: list[str]) -> list[Measurement]:
+    """Parse and check every row; the first bad one is one line naming file and row."""
+    rows = [_parse(path, i + 2, raw, zoo)
+            for i, raw in enumerate(csv_rows(path, COLUMNS, "measurements"))]
     if not rows:
         raise UserError(f"{path}: no measurement rows")
     return rows
+
+
+def positive_time(raw: dict[str, str], column: str, where: str) -> float:
+    """A measured time: a finite number > 0, else one line naming the row and column."""
+    try:
+        value = float(raw.get(column) or "nan")
+    except ValueError:
+        raise UserError(f"{where}: {column} '{raw.get(column)}' is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise UserError(f"{where}: {column} must be a positive time, got {value}")
+    return value
 
 
 def _parse(path: Path, row: int, raw: dict[str, str], zoo: list[str]) -> Measurement:
@@ -56,13 +73,7 @@ def _parse(path: Path, row: int, raw: dict[str, str], zoo: list[str]) -> Measure
     if model not in zoo and not (model.endswith(".onnx") and Path(model).is_file()):
         raise UserError(f"{where}: model '{model}' is neither a model config "
                         f"({', '.join(zoo)}) nor an existing .onnx file")
-    try:
-        latency = float(raw.get("latency_ms") or "nan")
-    except ValueError:
-        raise UserError(f"{where}: latency_ms '{raw.get('latency_ms')}' is not a number"
-                        ) from None
-    if not (math.isfinite(latency) and latency > 0):
-        raise UserError(f"{where}: latency_ms must be a positive time, got {latency}")
+    latency = positive_time(raw, "latency_ms", where)
     overrides = tuple(shlex.split(raw.get("overrides") or ""))
     for o in overrides:
         if "=" not in o or o.partition("=")[0].lstrip("+~") in ("hardware", "model"):
