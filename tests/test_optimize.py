@@ -10,8 +10,9 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from pipeline.optimizer import npu_passes
+from pipeline.optimizer import graph_edit, npu_passes
 from pipeline.optimizer.verify import compare, reference_outputs
+from pipeline.stages import optimize as stage_module
 from pipeline.zoo import ZOO
 from tests.conftest import error_lines, run_cli
 
@@ -193,3 +194,38 @@ def test_outputs_near_zero_everywhere_are_judged_by_the_rounding_floor():
     assert Difference(max_abs=1.8e-7, max_rel=0.0156).within(1e-4, 1e-6)
     assert not Difference(max_abs=2e-3, max_rel=0.0156).within(1e-4, 1e-6)
     assert Difference(max_abs=2e-3, max_rel=5e-5).within(1e-4, 1e-6)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "yolov5n", "bert_encoder"])
+def test_shape_inference_on_the_skeleton_equals_the_full_model(name):
+    """The passes infer shapes on the model without its weight payloads; every inferred
+    shape (with data propagation through shape arithmetic) must be the full model's."""
+    model = ZOO[name](seed=0, opset=17)
+    skeleton = graph_edit.skeleton(model)
+    assert skeleton.ByteSize() < model.ByteSize() / 10
+    assert graph_edit.static_shapes(model) == {
+        **{vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+           for vi in onnx.shape_inference.infer_shapes(model, data_prop=True).graph.value_info
+           if vi.type.tensor_type.shape.dim
+           and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)},
+        **{vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+           for vi in [*model.graph.input, *model.graph.output]
+           if all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)},
+        **{i.name: list(i.dims) for i in model.graph.initializer}}
+    full = onnx.shape_inference.infer_shapes(model).graph.value_info
+    assert list(onnx.shape_inference.infer_shapes(skeleton).graph.value_info) == list(full)
+
+
+def test_a_pass_that_changes_nothing_hands_back_the_verified_model(tmp_path):
+    """The stage verifies a pass's output only when it is a new model: a no-op pass
+    returns the very model it was given (whose error is already known), a pass that
+    changes anything returns a new one, which is checked and verified."""
+    model = ZOO["digits_mlp"](seed=0, opset=17, cache_dir=str(tmp_path))
+    assert stage_module._apply("noop", lambda m: m, model) is model
+
+    def rename(m: onnx.ModelProto) -> onnx.ModelProto:
+        m.graph.name = "renamed"
+        return m
+
+    renamed = stage_module._apply("rename", rename, model)
+    assert renamed is not model and renamed.graph.name == "renamed" != model.graph.name

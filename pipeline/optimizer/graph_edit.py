@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import onnx
 
 
@@ -39,8 +41,37 @@ def bypass(graph: onnx.GraphProto, node: onnx.NodeProto, replacement: str) -> No
     graph.node.remove(node)
 
 
+SHAPE_VALUE_ELEMENTS = 64  # shape arithmetic reads initializers no larger than this
+
+
+def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without its large initializers' payloads (name, type and dims kept): all
+    ONNX shape inference needs. Inference reads an initializer's values only to fold shape
+    arithmetic (Reshape's shape, Slice's starts: a few int64s); handing it a VGG's 575 MB
+    of weights made it serialise them on every call, most of the optimize stage's time.
+    tests/test_optimize.py checks the inferred shapes are the full model's."""
+    out = onnx.ModelProto()
+    out.ir_version = model.ir_version
+    out.opset_import.extend(model.opset_import)
+    out.functions.extend(model.functions)
+    g, src = out.graph, model.graph
+    g.name = src.name
+    for mine, theirs in ((g.node, src.node), (g.input, src.input), (g.output, src.output),
+                         (g.value_info, src.value_info),
+                         (g.sparse_initializer, src.sparse_initializer)):
+        mine.extend(theirs)
+    for init in src.initializer:
+        if math.prod(init.dims) <= SHAPE_VALUE_ELEMENTS:
+            g.initializer.append(init)
+        else:
+            stub = g.initializer.add()
+            stub.name, stub.data_type = init.name, init.data_type
+            stub.dims.extend(init.dims)
+    return out
+
+
 def static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
-    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    inferred = onnx.shape_inference.infer_shapes(skeleton(model), data_prop=True)
     g = inferred.graph
     shapes = {}
     for vi in [*g.input, *g.value_info, *g.output]:

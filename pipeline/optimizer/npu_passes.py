@@ -24,7 +24,14 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from pipeline.optimizer.graph_edit import bypass, consumers, opset, producers, static_shapes
+from pipeline.optimizer.graph_edit import (
+    bypass,
+    consumers,
+    opset,
+    producers,
+    skeleton,
+    static_shapes,
+)
 
 SHAPE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 PATTERN_TAG = "npuflow.pattern="
@@ -84,7 +91,7 @@ def fold_shape_chains(model: onnx.ModelProto) -> onnx.ModelProto:
 def remove_noops(model: onnx.ModelProto) -> onnx.ModelProto:
     g = model.graph
     shapes = static_shapes(model)
-    inferred = onnx.shape_inference.infer_shapes(model).graph
+    inferred = onnx.shape_inference.infer_shapes(skeleton(model)).graph
     dtypes = {vi.name: vi.type.tensor_type.elem_type
               for vi in [*inferred.input, *inferred.value_info, *inferred.output]}
     for init in g.initializer:
