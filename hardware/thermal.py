@@ -112,6 +112,18 @@ class FrameModel:
         return self.fixed_s + self.clocked_cycles / (mhz * 1e6)
 
 
+def frame_from_kernels(kernels: list[dict], latency_s: float, clock_mhz: float,
+                       static_mw: float) -> FrameModel:
+    """A compiled plan's frame: NPU kernels bound by compute or dispatch run on the NPU
+    clock; the rest of the frame's time (DRAM-bound kernels, host kernels, link transfers)
+    runs at rates the clock does not set. Dynamic energy is the kernels' own (static power
+    is added per second by ``run``)."""
+    npu = [k for k in kernels if k["target"] == "npu"]
+    clocked = sum(k["cost"]["total_cycles"] for k in npu if k["cost"]["bound"] != "memory")
+    return FrameModel(clock_mhz, clocked, max(latency_s - clocked / (clock_mhz * 1e6), 0.0),
+                      sum(k["cost"]["energy_pj"] for k in npu) * 1e-12, static_mw * 1e-3)
+
+
 @dataclass(frozen=True)
 class Sample:
     time_s: float

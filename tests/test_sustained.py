@@ -116,3 +116,4 @@ def test_the_pipeline_throttles_a_box_that_cannot_hold_full_speed(tmp_path):
     cooled = _sustained(tmp_path, "cooled", *bigger_heatsink)
     assert _onset(cooled["throttle_onset_s"]) > hot["throttle_onset_s"]
     assert hot["cold_start_ms"] > hot["latency_ms"]  # driver setup + command upload
+

@@ -15,6 +15,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
+from hydra_plugins.npuflow.pool_launcher import worker_count
 from pipeline.schema import register_configs
 from pipeline.sweep_compose import MemoConfigLoader
 from tests.conftest import CONF, REPO, run_cli
@@ -144,3 +145,10 @@ def test_nsga2_search_over_tiles_and_hardware_keeps_going_past_infeasible_trials
     assert front.solutions and all(len(s["values"]) == 2 for s in front.solutions)
     ok = [r for r in rows if r["status"] == "ok"]
     assert any(r["pareto"] == "True" for r in ok)
+
+
+def test_the_pool_launcher_forks_what_was_asked_and_no_more_than_the_jobs():
+    assert worker_count(1, 8) == 1
+    assert worker_count(2, 8) == 2
+    assert worker_count(4, 3) == 3
+    assert 1 <= worker_count(-1, 8) <= 8

@@ -60,6 +60,12 @@ def _run(job: tuple) -> JobReturn:
     return ret
 
 
+def worker_count(n_jobs: int, jobs: int) -> int:
+    """Processes to fork: ``n_jobs`` (-1: one per CPU core), never more than the jobs."""
+    wanted = (os.cpu_count() or 1) if n_jobs == -1 else n_jobs
+    return max(1, min(jobs, wanted))
+
+
 class PoolLauncher(Launcher):
     def __init__(self, n_jobs: int = -1) -> None:
         if n_jobs == 0 or n_jobs < -1:
@@ -84,7 +90,7 @@ class PoolLauncher(Launcher):
         _FORKED.update(context=self.hydra_context, task=self.task_function,
                        config=self.config)
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
-        workers = min(len(jobs), os.cpu_count() or 1 if self.n_jobs == -1 else self.n_jobs)
+        workers = worker_count(self.n_jobs, len(jobs))
         if workers <= 1:
             return [_run(job) for job in jobs]
         with multiprocessing.get_context("fork").Pool(workers) as pool:

@@ -1,11 +1,10 @@
 """``simulate.sustained``: minutes of inference through the profile's thermal model.
 
-The compiled plan gives one frame (``FrameModel``): which cycles scale with the clock (NPU
-kernels bound by compute or dispatch), which time does not (DRAM-bound kernels, host
-kernels, link transfers: their rate is not the NPU clock), and the frame's dynamic energy
-(the kernels' energy, static power excluded). ``hardware.thermal.run`` steps that frame
-over the requested seconds; this module writes ``sustained.csv`` and ``sustained.png`` and
-returns the metrics. One vectorless loop over 0.1 s steps: ten minutes is 6,000 steps,
+The compiled plan gives one frame (``hardware.thermal.frame_from_kernels``: which cycles
+scale with the clock, which time does not, the frame's dynamic energy);
+``hardware.thermal.run`` steps that frame over the requested seconds; this module picks
+the power mode and ambient, writes ``sustained.csv`` and ``sustained.png`` and returns the
+metrics. One vectorless loop over 0.1 s steps: ten minutes is 6,000 steps,
 milliseconds, whatever the frame rate.
 """
 
@@ -20,21 +19,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from hardware.profile import HardwareProfile
-from hardware.thermal import FrameModel, PowerMode, SustainedRun, run
+from hardware.thermal import PowerMode, SustainedRun, frame_from_kernels, run
 from pipeline.artifacts import save_figure, write_csv
 from pipeline.errors import UserError
 
 COLUMNS = ("time_s", "temperature_c", "frequency_mhz", "latency_ms", "power_w", "frames")
-
-
-def frame_model(plan: dict[str, Any], latency_s: float, profile: HardwareProfile
-                ) -> FrameModel:
-    npu = [k for k in plan["kernels"] if k["target"] == "npu"]
-    clocked = sum(k["cost"]["total_cycles"] for k in npu if k["cost"]["bound"] != "memory")
-    hz = profile.frequency_mhz * 1e6
-    dynamic_j = sum(k["cost"]["energy_pj"] for k in npu) * 1e-12
-    return FrameModel(profile.frequency_mhz, clocked, max(latency_s - clocked / hz, 0.0),
-                      dynamic_j, profile.energy.static_mw * 1e-3)
 
 
 def power_mode(profile: HardwareProfile, name: str | None) -> PowerMode:
@@ -52,7 +41,8 @@ def simulate(plan: dict[str, Any], latency_s: float, profile: HardwareProfile, c
              out_dir: Path, plots: bool) -> dict[str, Any]:
     mode = power_mode(profile, cfg.power_mode)
     ambient = profile.thermal.ambient_c if cfg.ambient_c is None else float(cfg.ambient_c)
-    frame = frame_model(plan, latency_s, profile)
+    frame = frame_from_kernels(plan["kernels"], latency_s, profile.frequency_mhz,
+                               profile.energy.static_mw)
     result = run(frame, mode, profile.thermal, ambient, float(cfg.seconds), float(cfg.fps))
     write_csv(out_dir / "sustained.csv", _rows(result), COLUMNS)
     if plots:
