@@ -130,6 +130,7 @@ class Sample:
     temperature_c: float
     frequency_mhz: float
     frame_s: float  # 0 once shut down
+    fps: float  # frames per second served in this step (demand, or what the clock allows)
     power_w: float
     frames: float  # cumulative
 
@@ -154,7 +155,7 @@ def run(frame: FrameModel, mode: PowerMode, thermal: Thermal, ambient_c: float,
     onset = shutdown = None
     peak = temperature
     samples = [Sample(0.0, temperature, mode.frequency_mhz, frame.seconds(mode.frequency_mhz),
-                      0.0, 0.0)]
+                      0.0, 0.0, 0.0)]
     for i in range(1, steps + 1):
         while engaged < len(thermal.trips) and \
                 temperature >= thermal.trips[engaged].temperature_c:
@@ -187,6 +188,7 @@ def run(frame: FrameModel, mode: PowerMode, thermal: Thermal, ambient_c: float,
             temperature = after
         peak = max(peak, temperature)
         frames += rate * running
-        samples.append(Sample(i * dt, temperature, mhz, frame_s if shutdown is None else 0.0,
-                              power if shutdown is None else 0.0, frames))
+        off = shutdown is not None
+        samples.append(Sample(i * dt, temperature, mhz, 0.0 if off else frame_s,
+                              0.0 if off else rate, 0.0 if off else power, frames))
     return SustainedRun(samples, onset, shutdown, peak)

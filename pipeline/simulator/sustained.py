@@ -21,20 +21,16 @@ import matplotlib.pyplot as plt
 from hardware.profile import HardwareProfile
 from hardware.thermal import PowerMode, SustainedRun, frame_from_kernels, run
 from pipeline.artifacts import save_figure, write_csv
-from pipeline.errors import UserError
 
 COLUMNS = ("time_s", "temperature_c", "frequency_mhz", "latency_ms", "power_w", "frames")
 
 
 def power_mode(profile: HardwareProfile, name: str | None) -> PowerMode:
-    """The named mode, the profile's default, or the profile's own clock at nominal."""
+    """The named mode, the profile's default, or the profile's own clock at nominal. The
+    name was checked at the door (pipeline.config.check_complete)."""
     name = name or profile.default_power_mode
-    if name is None:
-        return PowerMode(frequency_mhz=profile.frequency_mhz)
-    if name not in profile.power_modes:
-        raise UserError(f"simulate.sustained.power_mode: '{name}' is not a power mode of "
-                        f"{profile.name} ({', '.join(profile.power_modes) or 'it has none'})")
-    return profile.power_modes[name]
+    return PowerMode(frequency_mhz=profile.frequency_mhz) if name is None else \
+        profile.power_modes[name]
 
 
 def simulate(plan: dict[str, Any], latency_s: float, profile: HardwareProfile, cfg: Any,
@@ -50,8 +46,7 @@ def simulate(plan: dict[str, Any], latency_s: float, profile: HardwareProfile, c
     last = result.samples[-1]
     return {
         "sustained_latency_ms": last.frame_s * 1e3,
-        "sustained_fps": (1 / last.frame_s if cfg.fps <= 0 else min(cfg.fps, 1 / last.frame_s))
-        if last.frame_s else 0.0,
+        "sustained_fps": last.fps,
         "sustained_power_w": last.power_w,
         "throttle_onset_s": result.throttle_onset_s,
         "shutdown_s": result.shutdown_s,
