@@ -29,7 +29,7 @@ def one(overrides: list[str], label: str, workdir: Path) -> str:
     report = json.loads((workdir / label / "optimize" / "report.json").read_text())
     first = [p for p in report["passes"] if p["round"] == 1]
     steps = " -> ".join(f"{p['pass']} {p['nodes_after']}" for p in first)
-    worst = max(p["max_abs_error"] for p in report["passes"])
+    worst = max(r["max_abs_error"] for r in report["rounds"])
     return (f"| {label} | {report['nodes_before']} | {steps} | {report['nodes_after']} | "
             f"{worst:.2e} | {seconds:.1f} |")
 

@@ -45,6 +45,9 @@ BENCHMARKS = [
     ("scaling", "Compile + simulate time vs graph size",
      "How long compile and simulate take as graphs grow (zoo, real graphs, synthetic).",
      True),
+    ("pipeline_speed", "Optimize and quantize time vs graph size, before and after",
+     "Per-stage time on synthetic chains, real graphs and the int8 zoo, this checkout "
+     "against the commit before the speed work, in one run; log-log slopes.", True),
     ("sweep_throughput", "Sweep throughput and cache hit rate",
      "Points per minute of a tiling x precision multirun (cold, warm, in parallel) and of "
      "a 96-point compile x simulate grid, before and after the sweep work.", True),

@@ -117,9 +117,8 @@ def markdown(rows: list[dict]) -> str:
               f"{slope(rows, 'compile_s'):.2f}, simulate {slope(rows, 'simulate_s'):.2f}. "
               f"Largest compile + simulate: {worst['model']} ({worst['kernels']:,} kernels) "
               f"in {worst['compile_s'] + worst['simulate_s']:.2f} s. simulate includes "
-              "drawing its three PNGs. The rest of the pipeline is dominated by optimize "
-              "(onnxslim plus an onnxruntime check after every pass) and, for int8, "
-              "calibration. Plot: `results/scaling.png`.", "",
+              "drawing its three PNGs. optimize and quantize against graph size: "
+              "`results/pipeline_speed.md`. Plot: `results/scaling.png`.", "",
               "![scaling](results/scaling.png)"]
     return "\n".join(lines)
 

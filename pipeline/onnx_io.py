@@ -6,7 +6,9 @@ InferenceSession, and its float outputs on a seeded input are recorded as a dige
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -71,21 +73,30 @@ def _check_acyclic(graph: onnx.GraphProto, path: Path) -> None:
     producer = {out: i for i, n in enumerate(graph.node) for out in n.output if out}
     waiting = {i: {producer[t] for t in n.input if t in producer}
                for i, n in enumerate(graph.node)}
-    done: set[int] = set()
-    progress = True
-    while progress:
-        ready = [i for i, deps in waiting.items() if deps <= done]
-        progress = bool(ready)
-        for i in ready:
-            done.add(i)
-            del waiting[i]
-    while True:  # drop nodes downstream of a cycle: what is left feeds itself
-        feeding = set().union(*waiting.values()) if waiting else set()
-        sinks = [i for i in waiting if i not in feeding]
-        if not sinks:
-            break
-        for i in sinks:
-            del waiting[i]
+    readers: dict[int, list[int]] = {}
+    for i, deps in waiting.items():
+        for d in deps:
+            readers.setdefault(d, []).append(i)
+    # Kahn's algorithm: linear in the graph (a 6,400-node chain took 2 s as a fixpoint scan)
+    missing = {i: len(deps) for i, deps in waiting.items()}
+    ready = [i for i, m in missing.items() if m == 0]
+    while ready:
+        i = ready.pop()
+        del waiting[i]
+        for r in readers.get(i, ()):
+            missing[r] -= 1
+            if missing[r] == 0:
+                ready.append(r)
+    # drop nodes downstream of a cycle: what is left feeds itself
+    fed = {i: sum(1 for r in readers.get(i, ()) if r in waiting) for i in waiting}
+    sinks = [i for i, n in fed.items() if n == 0]
+    while sinks:
+        i = sinks.pop()
+        for d in waiting.pop(i):
+            if d in waiting:
+                fed[d] -= 1
+                if fed[d] == 0:
+                    sinks.append(d)
     if waiting:
         names = [f"'{graph.node[i].name or graph.node[i].output[0]}'" for i in sorted(waiting)]
         raise UserError(f"model.path: '{path}' has a cycle through nodes "
@@ -179,6 +190,26 @@ def run(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], where: str = "
         at = f" at {m.group(1)} node '{m.group(2)}'" if m else ""
         reason = text.split("Status Message:")[-1].strip()[:160]
         raise UserError(f"{where}: onnxruntime failed on a seeded input{at}: {reason}") from exc
+
+
+def parallel_workers() -> int:
+    """Inferences that run at once: one per core this process may use. Each inference is
+    single-threaded (``session_options``), so its result does not depend on how many run
+    beside it: the outputs are bit-identical to a sequential loop's."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else os.cpu_count() or 1)
+
+
+def run_all(sess: ort.InferenceSession, feeds: list[dict[str, np.ndarray]],
+            where: str = "model") -> list[list[np.ndarray]]:
+    """``run`` on every feed, in order, ``parallel_workers()`` at a time (onnxruntime
+    releases the GIL and a session may run concurrently): the evaluation and calibration
+    loops were most of the quantize stage, one core idle."""
+    workers = min(parallel_workers(), len(feeds))
+    if workers <= 1:
+        return [run(sess, f, where) for f in feeds]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda f: run(sess, f, where), feeds))
 
 
 def reference_run(model: onnx.ModelProto, seed: int, threads: int = 1

@@ -10,9 +10,10 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from pipeline.optimizer import graph_edit, npu_passes
+from pipeline.optimizer import fixpoint, graph_edit, npu_passes
+from pipeline.optimizer.library_passes import PURE
+from pipeline.optimizer.registry import PASSES
 from pipeline.optimizer.verify import compare, reference_outputs
-from pipeline.stages import optimize as stage_module
 from pipeline.zoo import ZOO
 from tests.conftest import error_lines, run_cli
 
@@ -31,7 +32,7 @@ def test_bn_disappears_from_conv_bn_relu_and_the_function_holds(tmp_path):
     assert report["nodes_before"] == 69 and report["nodes_after"] < 69
     first = report["passes"][0]
     assert first["op_delta"]["BatchNormalization"] == -20
-    assert 0 < first["max_abs_error"] < 1e-3  # folding rounds, but keeps the function
+    assert 0 < report["rounds"][0]["max_abs_error"] < 1e-3  # folding rounds, keeps the function
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["nodes_after"] == report["nodes_after"]
 
@@ -106,10 +107,14 @@ def test_old_exporters_sum_becomes_the_add_npus_list(tmp_path):
     assert compare(out, feeds, expected, "remove_noops").max_abs == 0.0
 
 
-def test_a_broken_pass_is_caught_by_verification(tmp_path):
-    proc, out = _optimize(tmp_path, "model=resnet18",
-                          "optimize.passes=[{_target_: tests.custom_stages.broken_pass, "
-                          "name: scale_weights}]")
+BROKEN = "{_target_: tests.custom_stages.broken_pass, name: scale_weights}"
+
+
+@pytest.mark.parametrize("passes", [f"[{BROKEN}]", f"[onnxslim, {BROKEN}, remove_noops]"])
+def test_a_broken_pass_is_named_even_among_good_ones(tmp_path, passes):
+    """A round is verified once; when it fails, its passes are verified in order and the
+    first that broke the function is named, whatever ran before or after it."""
+    proc, out = _optimize(tmp_path, "model=resnet18", f"optimize.passes={passes}")
     assert proc.returncode == 2
     (line,) = error_lines(proc)
     assert "pass 'scale_weights' changed the model's outputs" in line
@@ -128,7 +133,7 @@ def test_real_models_from_onnx_test_data_optimize_equivalently(tmp_path, light_m
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["nodes_after"] < report["nodes_before"]
-    assert all(p["max_rel_error"] <= 1e-4 for p in report["passes"])
+    assert all(r["max_rel_error"] <= 1e-4 for r in report["rounds"])
 
 
 def test_pad_channels_keeps_the_function_by_zero_weights_or_a_slice():
@@ -217,15 +222,117 @@ def test_shape_inference_on_the_skeleton_equals_the_full_model(name):
 
 
 def test_a_pass_that_changes_nothing_hands_back_the_verified_model(tmp_path):
-    """The stage verifies a pass's output only when it is a new model: a no-op pass
+    """The loop verifies a pass's output only when it is a new model: a no-op pass
     returns the very model it was given (whose error is already known), a pass that
-    changes anything returns a new one, which is checked and verified."""
+    changes anything returns a new one, checked, with its bytes for the round's session."""
     model = ZOO["digits_mlp"](seed=0, opset=17, cache_dir=str(tmp_path))
-    assert stage_module._apply("noop", lambda m: m, model) is model
+    assert fixpoint.apply("noop", lambda m: m, model, pure=False) == (model, None)
 
     def rename(m: onnx.ModelProto) -> onnx.ModelProto:
         m.graph.name = "renamed"
         return m
 
-    renamed = stage_module._apply("rename", rename, model)
+    renamed, data = fixpoint.apply("rename", rename, model, pure=False)
     assert renamed is not model and renamed.graph.name == "renamed" != model.graph.name
+    assert data == renamed.SerializeToString()
+
+
+def _counting(fn, calls: list[str], name: str):
+    def counted(model):
+        calls.append(name)
+        return fn(model)
+    return counted
+
+
+def test_a_pass_is_not_run_again_on_its_own_output_and_a_round_is_verified_once(monkeypatch):
+    """Round 1 folds BatchNorm (node count drops), so a round 2 runs; in it, only passes
+    whose input changed since their last run run again, and each round that changed the
+    model builds one verification session, not one per pass."""
+    model = ZOO["resnet18"](seed=0, opset=17)
+    calls: list[str] = []
+    passes = [(name, _counting(PASSES[name], calls, name), name in PURE)
+              for name in ("onnxslim", "ort_basic", "remove_noops", "fuse_silu")]
+    sessions: list[str] = []
+    real = fixpoint.Verifier.difference
+
+    def counted_difference(self, m, where):
+        sessions.append(where)
+        return real(self, m, where)
+
+    monkeypatch.setattr(fixpoint.Verifier, "difference", counted_difference)
+    verifier = fixpoint.Verifier.of(model, 0, 1e-4, 1e-6)
+    out, rounds = fixpoint.run_passes(model, passes, 3, verifier, lambda *a: None)
+    assert len(rounds) == 2 and len(out.graph.node) < len(model.graph.node)
+    last = {s.name: s.after for s in rounds[0].steps}
+    assert all(s.ran for s in rounds[0].steps)
+    for step in rounds[1].steps:  # a pass runs again only if another changed the model
+        assert step.ran == (step.before is not last[step.name])
+        last[step.name] = step.after
+    assert not all(s.ran for s in rounds[1].steps)
+    assert calls.count("fuse_silu") == 1
+    assert sessions == ["optimize round 1"] + (["optimize round 2"] if any(
+        s.changed for s in rounds[1].steps) else [])
+    assert 0 < rounds[0].error.max_abs < 1e-4 and rounds[1].error == rounds[0].error
+
+
+@pytest.mark.parametrize("source", ["squeezenet", "inception_v2", "resnet18", "bert_encoder"])
+def test_passes_declared_pure_leave_their_input_unchanged(light_model, source):
+    """The loop hands PURE passes the model itself, not a copy. onnx's light models are
+    IR 3, with initializers listed as graph inputs, which onnxslim's freeze() removes in
+    place: the wrapper restores them."""
+    model = (onnx.load(light_model(source)) if source in ("squeezenet", "inception_v2")
+             else ZOO[source](seed=0, opset=17))
+    before = model.SerializeToString()
+    for name in sorted(PURE):
+        PASSES[name](model)
+        assert model.SerializeToString() == before, name
+
+
+def _constants_graph() -> onnx.ModelProto:
+    """Same-shape constants that are equal (by value, by -0.0 == 0.0), distinct, NaN."""
+    rng = np.random.default_rng(0)
+    shared = rng.standard_normal((4, 3)).astype(np.float32)
+    plus_zero, minus_zero = shared.copy(), shared.copy()
+    plus_zero[0, 0], minus_zero[0, 0] = 0.0, -0.0
+    values = [shared, shared.copy(), rng.standard_normal((4, 3)).astype(np.float32),
+              plus_zero, minus_zero,
+              np.full((4, 3), np.nan, np.float32), np.full((4, 3), np.nan, np.float32),
+              shared.copy()]
+    inits = [numpy_helper.from_array(v, f"c{i}") for i, v in enumerate(values)]
+    nodes, prev = [], "x"
+    for i in range(len(values)):
+        nodes.append(helper.make_node("Add", [prev, f"c{i}"], [f"a{i}"], name=f"add{i}"))
+        prev = f"a{i}"
+    graph = helper.make_graph(nodes, "consts", [helper.make_tensor_value_info("x", 1, [4, 3])],
+                              [helper.make_tensor_value_info(prev, 1, [4, 3])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("source", ["constants", "chain", "yolov5s", "inception_v2"])
+def test_linear_slim_gives_onnxslims_own_result(light_model, source):
+    """slim_linear replaces two quadratic onnxslim steps; the model must be the one
+    onnxslim makes without them, to the byte."""
+    import onnxslim
+
+    from pipeline.optimizer.slim_linear import linear_slim
+    from pipeline.zoo.builder import GraphBuilder
+
+    if source == "constants":
+        model = _constants_graph()
+    elif source == "chain":
+        g = GraphBuilder("chain", seed=0, opset=17)
+        x = g.input("input", (1, 8, 8, 8))
+        for _ in range(12):
+            x = g.add(x, g.relu(g.batchnorm(g.conv(x, 8, 3, 1))))
+        g.output(x)
+        model = g.build()
+    elif source == "yolov5s":
+        model = ZOO["yolov5s"](seed=0, opset=17, image_size=64)
+    else:
+        model = onnx.load(light_model(source))
+    reference = onnxslim.slim(onnx.load_from_string(model.SerializeToString()))
+    with linear_slim():
+        fast = onnxslim.slim(onnx.load_from_string(model.SerializeToString()))
+    assert fast.SerializeToString() == reference.SerializeToString()
+    if source == "constants":  # it did tie: c1 and c7 are c0, c4 is c3; the NaNs stay
+        assert {i.name for i in fast.graph.initializer} == {"c0", "c2", "c3", "c5", "c6"}

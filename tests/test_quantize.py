@@ -168,3 +168,70 @@ def test_fp16_conversion_of_an_optimized_graph_with_resize_runs_in_onnxruntime()
     got, want = sess.run(None, feed)[0], ref.run(None, feed)[0]
     assert got.dtype == np.float32 and got.shape == (1, 4, 8, 8)
     assert np.max(np.abs(got - want)) < 1e-2 * np.max(np.abs(want))
+
+
+@pytest.mark.parametrize("method", ["minmax", "entropy"])
+def test_parallel_calibration_gives_the_sequential_ranges_in_a_stable_file(tmp_path, method):
+    """The calibrator's runs are computed two at a time (PrefetchedSession); its ranges
+    must be those of onnxruntime's own sequential loop, and the cache file sorted."""
+    import onnxruntime as ort
+    from omegaconf import OmegaConf
+    from onnxruntime.quantization import create_calibrator
+
+    from pipeline import onnx_io
+    from pipeline.quantization import schemes
+    from pipeline.zoo import ZOO
+
+    path = tmp_path / "m.onnx"
+    onnx.save(ZOO["mobilenet_v2"](seed=0, opset=17, image_size=32), path)
+    rng = np.random.default_rng(0)
+    feeds = [{"input": rng.random((1, 3, 32, 32)).astype(np.float32)} for _ in range(6)]
+    cfg = OmegaConf.create({"activation_symmetric": False, "calibration": {
+        "method": method, "num_bins": 256, "num_quantized_bins": 128, "percentile": 99.9}})
+    schemes.calibrate(path, feeds, cfg, tmp_path / "cache.json")
+    options = {"symmetric": False}
+    if method == "entropy":
+        options.update(num_bins=256, num_quantized_bins=128)
+    calibrator = create_calibrator(path, None, str(tmp_path / "aug.onnx"),
+                                   calibrate_method=schemes.METHODS[method],
+                                   extra_options=options)
+    calibrator.infer_session = ort.InferenceSession(
+        calibrator.augmented_model_path, onnx_io.session_options(optimized=False),
+        providers=["CPUExecutionProvider"])
+    calibrator.collect_data(schemes.ListReader(feeds))
+    sequential = calibrator.compute_data()
+    cached = json.loads((tmp_path / "cache.json").read_text())["data"]
+    assert list(cached) == sorted(cached) == sorted(sequential.data)
+    def values(x) -> list:
+        return np.ravel(x["data"] if isinstance(x, dict) else x).tolist()
+
+    for name, data in sequential.data.items():
+        assert values(cached[name]["lowest"]) == np.ravel(data.range_value[0]).tolist()
+        assert values(cached[name]["highest"]) == np.ravel(data.range_value[1]).tolist()
+
+
+def test_layer_errors_without_the_weight_saves_are_the_librarys(tmp_path):
+    """The QDQ model's augmented copy no longer copies out its dequantized weights; every
+    activation's error must be what the library's full augmentation gives."""
+    from onnxruntime.quantization import qdq_loss_debug as qdq
+
+    from pipeline import onnx_io
+    from pipeline.quantization import accuracy
+    from pipeline.quantization.schemes import ListReader
+
+    run_dir = tmp_path / "run"
+    proc = run_cli("model=resnet18", "data.calibration_size=4", "data.eval_size=4", CHAIN,
+                   f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr
+    float_path, qdq_path = run_dir / "optimize" / "model.onnx", run_dir / "quantize" / "model.onnx"
+    rng = np.random.default_rng(1)
+    feeds = [{"input": rng.random((1, 3, 224, 224)).astype(np.float32)} for _ in range(2)]
+    errors, float_acts = accuracy.layer_errors(float_path, qdq_path, feeds)
+    full = tmp_path / "full.onnx"
+    qdq.modify_model_output_intermediate_tensors(str(qdq_path), str(full))
+    q_acts = qdq.collect_activations(str(full), ListReader(feeds), onnx_io.session_options())
+    matched = qdq.create_activation_matching(q_acts, float_acts)
+    expected = {n: accuracy._tensor_errors(m) for n, m in matched.items()
+                if "float" in m and "post_qdq" in m}
+    assert errors == expected and len(errors) > 20
+    assert len([n for n in q_acts if n.endswith("_DequantizeLinear_Output")]) > len(errors)

@@ -29,6 +29,7 @@ import onnxruntime as ort
 
 from pipeline.errors import PassNotApplicable, UserError
 from pipeline.optimizer.graph_edit import drop_unused_opsets
+from pipeline.optimizer.slim_linear import linear_slim
 
 
 def _foreign_domains(model: onnx.ModelProto) -> set[str]:
@@ -45,11 +46,23 @@ def _portable(before: onnx.ModelProto, model: onnx.ModelProto, name: str) -> onn
     return drop_unused_opsets(model)
 
 
+# passes that leave their input unmodified: the optimize loop gives them no copy
+# (tests/test_optimize.py checks this on old- and new-IR models)
+PURE = frozenset({"onnxslim", "ort_basic"})
+
+
 def onnxslim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
     import onnxslim
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        out = onnxslim.slim(model)
+    saved = onnx.GraphProto()  # slim's freeze() drops initializer inputs in place
+    saved.input.extend(model.graph.input)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()), linear_slim():
+            out = onnxslim.slim(model)
+    finally:
+        del model.graph.input[:]
+        model.graph.input.extend(saved.input)
     return _portable(model, out, "onnxslim")
 
 

@@ -30,15 +30,14 @@ def reference_outputs(model: onnx.ModelProto, seed: int, samples: int = 2
                       ) -> tuple[list[dict], list[list[np.ndarray]]]:
     sess = onnx_io.session(model, optimized=False)
     feeds = [onnx_io.seeded_feeds(sess, seed + i) for i in range(samples)]
-    return feeds, [onnx_io.run(sess, f) for f in feeds]
+    return feeds, onnx_io.run_all(sess, feeds)
 
 
-def compare(model: onnx.ModelProto, feeds: list[dict], expected: list[list[np.ndarray]],
+def compare(model: onnx.ModelProto | bytes, feeds: list[dict], expected: list[list[np.ndarray]],
             where: str) -> Difference:
     sess = onnx_io.session(model, where=where, optimized=False)
     worst_abs = worst_rel = 0.0
-    for feed, ref in zip(feeds, expected, strict=True):
-        got = onnx_io.run(sess, feed, where)
+    for ref, got in zip(expected, onnx_io.run_all(sess, feeds, where), strict=True):
         for a, b in zip(ref, got, strict=True):
             if a.shape != b.shape:
                 return Difference(float("inf"), float("inf"))

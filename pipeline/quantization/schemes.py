@@ -29,7 +29,7 @@ from onnxruntime.quantization import (
     create_calibrator,
     quantize_static,
 )
-from onnxruntime.quantization.calibrate import save_tensors_data
+from onnxruntime.quantization.calibrate import TensorsData, save_tensors_data
 
 from ops.graph import QDQ_OPS
 from pipeline import onnx_io
@@ -98,6 +98,23 @@ def named(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+class PrefetchedSession:
+    """A session whose ``run`` answers a known sequence of feeds from outputs computed
+    beforehand, ``onnx_io.parallel_workers()`` at a time. onnxruntime's calibrators call
+    ``run`` once per feed, in order, and keep every output; they get the same outputs in
+    the same order, so the ranges are bit-identical and the loop uses every core."""
+
+    def __init__(self, session: ort.InferenceSession, feeds: list[dict]) -> None:
+        self._session = session
+        self._outputs = iter(onnx_io.run_all(session, feeds, "calibration"))
+
+    def run(self, output_names, feed) -> list[np.ndarray]:
+        return next(self._outputs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._session, name)
+
+
 def calibrate(model_path: Path, feeds: list[dict], cfg: DictConfig, cache: Path) -> None:
     method = cfg.calibration.method  # an enum of the schema: one of METHODS
     options = {"symmetric": bool(cfg.activation_symmetric)}
@@ -111,12 +128,16 @@ def calibrate(model_path: Path, feeds: list[dict], cfg: DictConfig, cache: Path)
         calibrator = create_calibrator(model_path, None, f"{tmp}/augmented.onnx",
                                        calibrate_method=METHODS[method], extra_options=options)
         # the calibrator's own session uses all cores; ranges must be bit-reproducible
-        calibrator.infer_session = ort.InferenceSession(
+        session = ort.InferenceSession(
             calibrator.augmented_model_path,
             onnx_io.session_options(optimized=False), providers=["CPUExecutionProvider"])
+        calibrator.infer_session = PrefetchedSession(session, feeds)
         calibrator.collect_data(ListReader(feeds))
         ranges = calibrator.compute_data()
-    save_tensors_data(ranges, cache)
+    # onnxruntime collects the tensors from a set: sorted, the cache file is the same bytes
+    # from run to run (DVC sees no change where there is none)
+    save_tensors_data(TensorsData(ranges.calibration_method, dict(sorted(ranges.data.items()))),
+                      cache)
 
 
 def quantize_int(model_path: Path, out_path: Path, cache: Path, cfg: DictConfig,

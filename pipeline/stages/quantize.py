@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import matplotlib
@@ -71,9 +72,11 @@ class QuantizeStage(Stage):
         schemes.refuse_prequantized(model, q.scheme)
         data = loaders.load(cfg.data, _inputs(model))
         eval_feeds, cal_feeds = data.feeds("evaluation"), data.feeds("calibration")
-        reference = accuracy.run_outputs(model, eval_feeds)
         extra: dict = {}
-        with tempfile.TemporaryDirectory() as tmp:
+        # the float model's evaluation runs in onnxruntime (GIL released) while calibration
+        # and quantization, mostly Python, go on: both cores busy
+        with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(1) as background:
+            reference_job = background.submit(accuracy.run_outputs, model, eval_feeds)
             float_path = Path(tmp) / "float.onnx"
             onnx.save(model, float_path)
             if q.scheme == "none":
@@ -81,9 +84,11 @@ class QuantizeStage(Stage):
             elif q.scheme == "fp16":
                 onnx_io.save_model(schemes.to_fp16(model), out_dir / "model.onnx")
             elif q.scheme == "int8":
-                extra = self._int(model, float_path, data, q, out_dir, Path(tmp), reference)
+                extra = self._int(model, float_path, data, q, out_dir, Path(tmp),
+                                  reference_job)
             else:
                 raise UserError(f"quant.scheme: must be none, fp16 or int8, got '{q.scheme}'")
+        reference = reference_job.result()
         quantized = onnx.load(out_dir / "model.onnx")
         metrics = accuracy.end_metrics(reference, accuracy.run_outputs(quantized, eval_feeds),
                                        data.labels)
@@ -97,7 +102,7 @@ class QuantizeStage(Stage):
         return StageResult(metrics)
 
     def _int(self, model, float_path: Path, data, q: DictConfig, out_dir: Path, tmp: Path,
-             reference) -> dict:
+             reference_job: Future) -> dict:
         cache = out_dir / "calibration.json"
         schemes.calibrate(float_path, data.feeds("calibration"), q, cache)
         exclude = schemes.float_nodes(model, q)
@@ -108,8 +113,8 @@ class QuantizeStage(Stage):
             isolated = self._isolated(model, float_path, cache, q, tmp, samples, exclude)
         curve: list[dict] = []
         if q.auto.enabled:
-            exclude, curve = self._auto(float_path, cache, q, tmp, data, reference, exclude,
-                                        isolated)
+            exclude, curve = self._auto(float_path, cache, q, tmp, data,
+                                        reference_job.result(), exclude, isolated)
         schemes.quantize_int(float_path, out_dir / "model.onnx", cache, q, exclude)
         extra = {"float_layers": exclude, "auto_curve": curve, "metrics": {
             "quant_float_layers": len(exclude)}}
