@@ -1,4 +1,5 @@
-"""Where a model comes from: the built-in zoo, or a user's ONNX file made static.
+"""Where a model comes from: the built-in zoo, a user's ONNX file made static, a PyTorch
+module or a scikit-learn estimator (pipeline/exporters/).
 
 For a user's file: upgrade the opset (onnx.version_converter), pin every dynamic input dim
 from ``model.input_shape``, and refuse a model whose inputs stay dynamic, since an NPU
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import onnx
 from omegaconf import DictConfig, OmegaConf
-from onnx import version_converter
+from onnx import numpy_helper, version_converter
 
 from pipeline import onnx_io, zoo
 from pipeline.errors import UserError
@@ -117,8 +118,36 @@ def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None) -> o
     return model
 
 
-def build_model(cfg: DictConfig, cache_dir: str) -> onnx.ModelProto:
-    """The model described by ``cfg`` (the ``model`` group), static and at ``cfg.opset``."""
+def with_batch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
+    """A zoo model at ``batch`` images per inference. The builders write batch 1 as the
+    leading dim of the inputs, the outputs and every Reshape target; those become
+    ``batch``, and 0 (ONNX: copy the input's dim) in the Reshape targets. The tests check
+    every zoo model's batched outputs against its per-image ones."""
+    if batch == 1:
+        return model
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    for node in g.node:
+        target = inits.get(node.input[1]) if node.op_type == "Reshape" else None
+        if target is not None:
+            shape = numpy_helper.to_array(target).copy()
+            if shape.size and shape[0] == 1:
+                shape[0] = 0
+                target.CopyFrom(numpy_helper.from_array(shape, target.name))
+    for vi in [*graph_inputs(model), *g.output]:
+        dims = vi.type.tensor_type.shape.dim
+        if dims and dims[0].dim_value == 1:
+            dims[0].dim_value = batch
+    del g.value_info[:]
+    return model
+
+
+def build_model(cfg: DictConfig, cache_dir: str) -> tuple[onnx.ModelProto, dict]:
+    """The model described by ``cfg`` (the ``model`` group), static and at ``cfg.opset``,
+    and what its export recorded (exporter, framework, error against the framework)."""
+    if cfg.batch != 1 and cfg.source != "zoo":
+        raise UserError(f"model.batch: batch is a zoo option; model={cfg.source} takes "
+                        "it from model.input_shape")
     if cfg.source == "zoo":
         if cfg.name not in zoo.ZOO:
             raise UserError(f"model.name: unknown zoo model '{cfg.name}' "
@@ -131,9 +160,15 @@ def build_model(cfg: DictConfig, cache_dir: str) -> onnx.ModelProto:
             model = zoo.ZOO[cfg.name](seed=cfg.seed, opset=cfg.opset, **params)
         except TypeError as exc:
             raise UserError(f"model.params: {exc}") from exc
-        return fix_input_shapes(model, cfg.input_shape)
+        return fix_input_shapes(with_batch(model, cfg.batch), cfg.input_shape), {}
+    if cfg.source in ("torch", "sklearn"):
+        from pipeline.exporters import sklearn_export, torch_export
+
+        exporter = torch_export if cfg.source == "torch" else sklearn_export
+        model, info = exporter.export(cfg)
+        return upgrade_opset(fix_input_shapes(model, None), cfg.opset), info
     if not cfg.path:  # source=onnx (the schema's enum allows nothing else)
         raise UserError("model.path: model=onnx needs model.path=FILE")
     model = onnx_io.load_model(cfg.path)
     model = fix_input_shapes(model, cfg.input_shape)
-    return upgrade_opset(model, cfg.opset)
+    return upgrade_opset(model, cfg.opset), {}

@@ -185,11 +185,18 @@ def run(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], where: str = "
     try:
         return sess.run(None, feeds)
     except Exception as exc:  # onnxruntime's pybind exception types
-        text = " ".join(str(exc).split())
-        m = re.search(r"running (\w+) node\. Name:'([^']*)'", text)
-        at = f" at {m.group(1)} node '{m.group(2)}'" if m else ""
-        reason = text.split("Status Message:")[-1].strip()[:160]
-        raise UserError(f"{where}: onnxruntime failed on a seeded input{at}: {reason}") from exc
+        raise UserError(f"{where}: onnxruntime failed on a seeded input"
+                        f"{failure_reason(exc)}") from exc
+
+
+def failure_reason(exc: Exception) -> str:
+    """" at <Op> node '<name>': <status message>" from an onnxruntime run error."""
+    text = " ".join(str(exc).split())
+    m = re.search(r"running (\w+) node\. Name:'([^']*)'", text)
+    at = f" at {m.group(1)} node '{m.group(2)}'" if m else ""
+    message = text.split("Status Message:")[-1].strip()
+    message = message.split(" was false. ")[-1]  # an assertion's source line, then its words
+    return f"{at}: {message[:200]}"
 
 
 def parallel_workers() -> int:

@@ -27,7 +27,8 @@ from hardware.bounds import (
 )
 from hardware.profile import HardwareProfile
 
-ModelSource = choices("ModelSource", "zoo", "onnx")
+ModelSource = choices("ModelSource", "zoo", "onnx", "torch", "sklearn")
+Exporter = choices("Exporter", "auto", "dynamo", "torchscript")
 DataKind = choices("DataKind", "synthetic", "digits", "images", "npy")
 ChannelOrder = choices("ChannelOrder", "RGB", "BGR")
 DataLayout = choices("DataLayout", "NCHW", "NHWC")
@@ -58,9 +59,14 @@ class ModelConfig:
     name: str = MISSING
     source: ModelSource = ModelSource.zoo
     description: str = ""
-    path: str | None = None  # for source=onnx
-    # fixes dynamic dims (single-input models)
+    path: str | None = None  # for source=onnx (a .onnx file) and sklearn (a joblib file)
+    # fixes dynamic dims (single-input models); the export shape of source=torch
     input_shape: list[int] | None = bounded(None, AT_LEAST_1)
+    batch: int = bounded(1, AT_LEAST_1)  # zoo models: images per inference
+    module: str | None = None  # source=torch: package.module:factory -> nn.Module
+    kwargs: dict[str, Any] = field(default_factory=dict)  # source=torch: factory arguments
+    weights: str | None = None  # source=torch: a state_dict file (torch.save)
+    exporter: Exporter = Exporter.auto  # source=torch: dynamo first, TorchScript fallback
     opset: int = bounded(17, Range(low=7))  # target opset of the exported model
     seed: int = 0  # weights of zoo models, inputs of the reference run
     params: dict[str, Any] = field(default_factory=dict)  # builder arguments

@@ -31,7 +31,8 @@ from rich.table import Table
 from pipeline.artifacts import save_figure, write_csv, write_text
 from pipeline.simulator.plots import draw_run
 
-COLUMNS = ("latency_ms", "throughput_fps", "energy_mj", "mac_utilization", "sram_hit_rate",
+COLUMNS = ("latency_ms", "throughput_fps", "throughput_ips", "energy_mj", "energy_mj_per_image",
+           "mac_utilization", "sram_hit_rate",
            "dram_bytes", "accuracy_top1", "top1_agreement", "output_cosine", "cpu_ops",
            "sustained_latency_ms", "sustained_fps", "sustained_power_w", "throttle_onset_s",
            "peak_temperature_c")  # the sustained_* columns: with simulate.sustained.seconds

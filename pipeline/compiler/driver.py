@@ -111,6 +111,14 @@ def control_flow_nodes(graph: Graph, policy: str) -> list[str]:
     return [n.name for n in nodes]
 
 
+def batch_size(graph: Graph) -> int:
+    """Images per inference: the leading dim of the first input when it has a batch axis
+    (rank >= 2; a BERT's [1, seq] is one sequence), else 1."""
+    first = graph.tensor(graph.inputs[0]) if graph.inputs else None
+    shape = first.shape if first is not None else None
+    return int(shape[0]) if shape and len(shape) >= 2 and shape[0] > 0 else 1
+
+
 def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
                   quant_scheme: str, float_precision: str | None = None) -> dict[str, Any]:
     """``float_precision``: how float nodes compute; default from the quant scheme (a float
@@ -129,6 +137,7 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
         "frequency_mhz": profile.frequency_mhz,
         "inputs": graph.inputs,
         "outputs": graph.outputs,
+        "batch": batch_size(graph),
         "placement": {"mode": cfg.placement, **placement},
         "uncosted_ops": uncosted,
         **body,

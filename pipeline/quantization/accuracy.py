@@ -23,6 +23,7 @@ import onnx
 from onnxruntime.quantization import qdq_loss_debug as qdq
 
 from pipeline import onnx_io
+from pipeline.errors import UserError
 from pipeline.quantization.schemes import ListReader
 
 
@@ -82,8 +83,14 @@ def _activations(model_path: Path, feeds: list[dict], tmp: Path, tag: str) -> di
     qdq.modify_model_output_intermediate_tensors(str(model_path), str(augmented))
     if tag == "qdq":
         _without_weight_saves(augmented)
-    return qdq.collect_activations(str(augmented), ListReader(feeds),
-                                   session_options=onnx_io.session_options())
+    try:
+        return qdq.collect_activations(str(augmented), ListReader(feeds),
+                                       session_options=onnx_io.session_options())
+    except Exception as exc:  # onnxruntime's pybind error types
+        reason = onnx_io.failure_reason(exc)
+        raise UserError(f"quantize: onnxruntime cannot run the {tag} model{reason}; "
+                        "quant.per_channel=false or quant.keep_float=[...] around that node "
+                        "may avoid it") from exc
 
 
 def layer_errors(float_path: Path, qdq_path: Path, feeds: list[dict],

@@ -2,7 +2,10 @@
 
 Definitions (stable names, documented in the README):
 - latency_ms: makespan of one inference (no pre/post-processing) at the NPU clock;
-- throughput_fps: frames / makespan of the multi-frame run with pre/post-processing;
+- throughput_fps: frames / makespan of the multi-frame run with pre/post-processing; a
+  frame is one inference of the compiled shape, ``batch`` images (the leading dim of the
+  first input), so throughput_ips = throughput_fps x batch and energy_mj_per_image =
+  energy_mj / batch (pipeline/stages/simulate.py);
 - mac_utilization: useful MACs / (latency cycles x PEs of all cores);
 - sram_hit_rate: 1 - DRAM bytes / on-chip operand bytes over NPU kernels (the share of
   the array's operand traffic that no DRAM transfer had to bring in), in [0, 1];

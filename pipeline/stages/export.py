@@ -25,7 +25,7 @@ class ExportStage(Stage):
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         m = cfg.model
         where = f"model.path '{m.path}'" if m.source == "onnx" else f"model '{m.name}'"
-        model = model_source.build_model(m, cfg.run.cache_dir)
+        model, exported = model_source.build_model(m, cfg.run.cache_dir)
         onnx_io.check_model(model, where)
         model = shape_inference.infer_shapes(model, data_prop=True)
         onnx_io.session(model, cfg.run.ort_threads, where)
@@ -38,6 +38,7 @@ class ExportStage(Stage):
             source_path=m.path,
             reference_run={"input_seed": m.seed, "output_sha256": digest},
             model_sha256=file_digest(out_dir / "model.onnx"),
+            **({"export": exported} if exported else {}),
         )
         if m.reference.macs or m.reference.params:
             summary["published"] = {
@@ -57,4 +58,6 @@ class ExportStage(Stage):
             "model_macs": summary["macs"],
             "model_params": summary["parameters"],
             "model_output_sha256": digest,
+            **({"export_max_abs_error": exported["max_abs_error_vs_framework"]}
+               if exported else {}),
         })

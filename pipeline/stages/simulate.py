@@ -50,6 +50,10 @@ class SimulateStage(Stage):
         span = schedule(frames)
         metrics["throughput_fps"] = sim.frames / (span / hz) if span else 0.0
         metrics["frames"] = sim.frames
+        # a frame is one inference of the compiled shape: batch images
+        batch = metrics["batch"] = int(plan.get("batch", 1))
+        metrics["throughput_ips"] = metrics["throughput_fps"] * batch
+        metrics["energy_mj_per_image"] = metrics["energy_mj"] / batch
         parts = breakdown_ms(frames, profile.frequency_mhz)
         parts = {k: v / sim.frames for k, v in parts.items()}  # per frame
 

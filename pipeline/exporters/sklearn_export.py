@@ -1,0 +1,147 @@
+"""``model=sklearn``: a fitted scikit-learn estimator or pipeline (joblib / pickle file),
+converted with skl2onnx and checked against the estimator's own predictions.
+
+A classifier keeps one output, its class probabilities: skl2onnx also emits the label
+(an ArgMax over them, int64) and, by default, a list of dicts (ZipMap), neither of which an
+NPU computes; the host takes the argmax. The check compares the probabilities with
+``predict_proba`` and their argmax with ``predict`` on the seeded input.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from omegaconf import DictConfig
+
+from pipeline.errors import UserError
+from pipeline.exporters.verify import max_error, seeded_input
+
+
+def _load(path: str | None):
+    if not path:
+        raise UserError("model.path: model=sklearn needs model.path=FILE (a joblib or pickle "
+                        "file of a fitted estimator)")
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"model.path: no such file '{file}'")
+    try:
+        import joblib
+
+        return joblib.load(file)
+    except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError,
+            AttributeError, ModuleNotFoundError) as exc:
+        raise UserError(f"model.path: '{file}' is not a pickled estimator "
+                        f"({type(exc).__name__}: {str(exc)[:120]})") from exc
+
+
+def _final(estimator):
+    return estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
+
+
+def _only(model: onnx.ModelProto, output: str) -> onnx.ModelProto:
+    """Keep one graph output and the nodes it needs."""
+    g = model.graph
+    needed, keep = {output}, []
+    for node in reversed(list(g.node)):
+        if any(o in needed for o in node.output):
+            keep.append(node)
+            needed.update(i for i in node.input if i)
+    kept_outputs = [o for o in g.output if o.name == output]
+    del g.node[:], g.output[:]
+    g.node.extend(reversed(keep))
+    g.output.extend(kept_outputs)
+    used = {i for n in g.node for i in n.input}
+    inits = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(inits)
+    used_domains = {n.domain for n in g.node} | {""}
+    imports = [o for o in model.opset_import if o.domain in used_domains]
+    del model.opset_import[:]
+    model.opset_import.extend(imports)
+    return model
+
+
+def _standard_scaler_ops(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """``ai.onnx.ml`` Scaler is exactly ``(x - offset) * scale``: written as Sub and Mul, the
+    op NPU support lists name and ONNX shape inference follows (it stops at Scaler, which
+    left every later tensor without a static shape). The standard domain is imported even
+    when no standard op is left (onnxruntime's quantizer requires it)."""
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    nodes = []
+    for node in g.node:
+        if node.op_type == "Scaler" and node.domain == "ai.onnx.ml":
+            attrs = {a.name: list(helper.get_attribute_value(a)) for a in node.attribute}
+            base = node.output[0]
+            offset = np.asarray(attrs.get("offset", [0.0]), np.float32)
+            scale = np.asarray(attrs.get("scale", [1.0]), np.float32)
+            g.initializer.extend([numpy_helper.from_array(offset, f"{base}_offset"),
+                                  numpy_helper.from_array(scale, f"{base}_scale")])
+            nodes += [helper.make_node("Sub", [node.input[0], f"{base}_offset"],
+                                       [f"{base}_centred"], name=f"{node.name}_sub"),
+                      helper.make_node("Mul", [f"{base}_centred", f"{base}_scale"], [base],
+                                       name=f"{node.name}_mul")]
+        else:
+            nodes.append(node)
+    del g.node[:]
+    g.node.extend(nodes)
+    versions = {"": opset}  # one import per domain (skl2onnx may list one twice)
+    for o in model.opset_import:
+        domain = "" if o.domain == "ai.onnx" else o.domain
+        versions[domain] = max(versions.get(domain, 0), o.version)
+    if not any(n.domain == "ai.onnx.ml" for n in g.node):
+        versions.pop("ai.onnx.ml", None)
+    del model.opset_import[:]
+    model.opset_import.extend(helper.make_opsetid(d, v) for d, v in versions.items())
+    return model
+
+
+def export(cfg: DictConfig) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    try:
+        import sklearn
+        from skl2onnx import to_onnx
+        from skl2onnx.common.data_types import FloatTensorType
+    except ImportError as exc:
+        raise UserError("model=sklearn needs pip install 'npuflow[sklearn]'") from exc
+    estimator = _load(cfg.path)
+    if not hasattr(estimator, "predict"):
+        raise UserError(f"model.path: '{cfg.path}' holds a {type(estimator).__name__}, not a "
+                        "fitted estimator")
+    features = getattr(estimator, "n_features_in_", None)
+    shape = list(cfg.input_shape) if cfg.input_shape is not None else (
+        [1, int(features)] if features else None)
+    if shape is None:
+        raise UserError("model.input_shape: the estimator does not say how many features it "
+                        "takes; set model.input_shape=[1,N]")
+    final = _final(estimator)
+    classifier = hasattr(final, "predict_proba")
+    options = {id(final): {"zipmap": False}} if classifier else None
+    try:
+        model = to_onnx(estimator, initial_types=[("input", FloatTensorType(shape))],
+                        target_opset={"": cfg.opset, "ai.onnx.ml": 3}, options=options)
+    except Exception as exc:  # skl2onnx raises bare RuntimeErrors for unsupported estimators
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"model.path: skl2onnx cannot convert {type(final).__name__}: "
+                        f"{first[:200]}") from exc
+    x = seeded_input(shape, cfg.seed)
+    if classifier:
+        model = _only(model, model.graph.output[-1].name)
+    model = _standard_scaler_ops(model, cfg.opset)
+    if classifier:
+        proba = estimator.predict_proba(x)
+        error = max_error(model, x, [proba], f"model.path '{cfg.path}'")
+        labels = np.asarray(getattr(final, "classes_", np.arange(proba.shape[1])))
+        if not np.array_equal(labels[np.argmax(proba, axis=1)], estimator.predict(x)):
+            raise UserError(f"model.path '{cfg.path}': the probabilities' argmax is not what "
+                            "predict returns")
+    else:
+        pred = np.asarray(estimator.predict(x), dtype=np.float64).reshape(
+            [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] or [-1])
+        error = max_error(model, x, [pred], f"model.path '{cfg.path}'")
+    return model, {"exporter": "skl2onnx", "framework": f"scikit-learn {sklearn.__version__}",
+                   "estimator": type(estimator).__name__, "max_abs_error_vs_framework": error}
