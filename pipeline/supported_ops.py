@@ -73,8 +73,25 @@ def profiles(conf: Path = REPO / "conf" / "hardware") -> list[HardwareProfile]:
     return [load_profile(p) for p in sorted(conf.glob("*.yaml"))]
 
 
-def main() -> None:
-    for profile in profiles():
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.supported_ops",
+        description="Rewrite docs/supported_ops/<profile>.md for every profile in conf/hardware "
+                    "(or print one profile's table with --print NAME).")
+    parser.add_argument("--print", metavar="NAME", dest="show",
+                        help="print this profile's table instead of writing files")
+    args = parser.parse_args(argv)
+    chosen = profiles()
+    if args.show:
+        match = [p for p in chosen if p.name == args.show]
+        if not match:
+            parser.exit(2, f"--print: no profile '{args.show}' (known: "
+                           f"{', '.join(p.name for p in chosen)})\n")
+        sys.stdout.write(render(match[0]))
+        return
+    for profile in chosen:
         write_text(DOCS / f"{profile.name}.md", render(profile))
         print(f"wrote {DOCS / f'{profile.name}.md'}", file=sys.stderr)
 

@@ -128,6 +128,12 @@ def _f(value: Any) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+def _spans_a_decade(pts: list[tuple]) -> bool:
+    """Log axes when either axis spans 10x or more: a sweep over hardware or models puts
+    its Pareto points near the origin of a linear plot, one decade from the slowest."""
+    return any(max(p[i] for p in pts) >= 10 * min(p[i] for p in pts) for i in (0, 1))
+
+
 def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
     pts = [(r["latency_ms"], r["energy_mj"], _accuracy(r), f)
            for r, f in zip(rows, flags, strict=True)
@@ -143,6 +149,10 @@ def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
                    edgecolors="#d62728", linewidths=1.5,
                    label="Pareto-optimal (latency, energy, accuracy)")
         ax.legend()
+        positive = all(p[0] > 0 for p in pts) and all(p[1] > 0 for p in pts)
+        if positive and _spans_a_decade(pts):  # linear axes buried the small points
+            ax.set_xscale("log")
+            ax.set_yscale("log")
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("energy per inference (mJ)")
     ax.set_title(f"sweep: {len(rows)} points")

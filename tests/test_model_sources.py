@@ -67,22 +67,27 @@ def test_weights_load_and_torchscript_runs_on_request(tmp_path):
     assert np.allclose(got, seeded, atol=1e-4) and not np.allclose(got, default, atol=1e-2)
 
 
+SHAPE = "model.input_shape=[1,3,16,16]"
+
+
 @pytest.mark.parametrize(("overrides", "expected"), [
-    (["model.module=tests.torch_nets:gated"],
+    (["model.module=tests.torch_nets:gated", SHAPE],
      "model.module: data-dependent control flow at torch_nets.py:"),
-    (["model.module=tests.torch_nets:with_opaque_layer"],
+    (["model.module=tests.torch_nets:with_opaque_layer", SHAPE],
      "cannot export tests.torch_nets:with_opaque_layer at layer '2.1' (Opaque)"),
-    (["model.module=tests.torch_nets:not_a_module"], "returned int, not a torch.nn.Module"),
-    (["model.module=tests.absent:net"], "model.module: cannot import 'tests.absent'"),
-    (["model.module=tests.torch_nets"], "model.module: model=torch needs model.module="),
-    (["model.module=tests.torch_nets:small_resnet", "+model.kwargs.depth=3"],
+    (["model.module=tests.torch_nets:not_a_module", SHAPE], "returned int, not a torch.nn.Module"),
+    (["model.module=tests.absent:net", SHAPE], "model.module: cannot import 'tests.absent'"),
+    (["model.module=tests.torch_nets", SHAPE], "model.module: model=torch needs model.module="),
+    (["model.module=tests.torch_nets:small_resnet", "+model.kwargs.depth=3", SHAPE],
      "model.kwargs: tests.torch_nets:small_resnet:"),
-    (["model.module=tests.torch_nets:small_resnet", "model.weights=/nonexistent.pt"],
+    (["model.module=tests.torch_nets:small_resnet", "model.weights=/nonexistent.pt", SHAPE],
      "model.weights: no such file '/nonexistent.pt'"),
+    (["model.module=tests.torch_nets:small_resnet", "model.input_shape=[1,5,16,16]"],
+     "model.input_shape: tests.torch_nets:small_resnet fails on an input of shape [1, 5, 16, 16]"),
+    (["model.module=tests.torch_nets:small_resnet"], "model.input_shape: model=torch needs"),
 ])
 def test_torch_export_errors_are_one_line_naming_the_cause(tmp_path, overrides, expected):
-    shape = [] if any("input_shape" in o for o in overrides) else ["model.input_shape=[1,3,16,16]"]
-    proc = _torch(tmp_path, *overrides, *shape)
+    proc = _torch(tmp_path, *overrides)
     assert proc.returncode == 2, proc.stderr
     (line,) = error_lines(proc)
     assert expected in line

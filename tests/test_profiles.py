@@ -53,3 +53,19 @@ def test_table_shows_the_limits_of_the_profile():
     assert "MAC-array precisions: " + ", ".join(
         p for p in PRECISIONS if getattr(PROFILES["ethos_u55_256"].mac_array.throughput, p))\
         in text
+
+
+def test_supported_ops_help_prints_and_writes_nothing():
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pipeline.supported_ops", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    before = {p: p.stat().st_mtime_ns for p in DOCS.glob("*.md")}
+    shown_help, unknown, shown = run("--help"), run("--print", "nope"), run("--print", "rk3588")
+    assert shown_help.returncode == 0 and "usage:" in shown_help.stdout
+    assert unknown.returncode == 2 and "no profile 'nope'" in unknown.stderr
+    assert shown.returncode == 0 and shown.stdout == (DOCS / "rk3588.md").read_text()
+    assert {p: p.stat().st_mtime_ns for p in DOCS.glob("*.md")} == before

@@ -201,3 +201,61 @@ def test_every_profile_pays_more_for_the_first_inference(graphs, name):
     plan, tasks, span = _simulate(graphs["digits_mlp"], profile)
     metrics = latency_metrics(plan, tasks, span, profile)
     assert metrics["cold_start_ms"] > metrics["latency_ms"]
+
+
+def test_graph_io_is_not_fallback_and_the_legend_lists_what_is_drawn(graphs, tmp_path):
+    """An all-NPU graph has no fallback time: its input's upload and conversion are the
+    graph's own I/O (graph_io_ms); a graph with a CPU kernel has both. The timeline's
+    legend names exactly the categories it draws."""
+    import matplotlib.pyplot as plt
+
+    from pipeline.simulator import report
+
+    rk = _profile("rk3588")
+    plan, tasks, span = _simulate(graphs["mobilenet_v2"], rk)
+    metrics = latency_metrics(plan, tasks, span, rk)
+    assert all(k["target"] == "npu" for k in plan["kernels"])
+    assert metrics["fallback_ms"] == 0 and metrics["graph_io_ms"] > 0
+    assert {t.category for t in tasks if t.name.startswith(("convert:", "link:"))} == \
+        {"graph_io"}
+    tpu = _profile("edge_tpu")
+    mixed, mixed_tasks, mixed_span = _simulate(graphs["bert_encoder"], tpu)
+    assert any(k["target"] == "cpu" for k in mixed["kernels"])
+    assert latency_metrics(mixed, mixed_tasks, mixed_span, tpu)["fallback_ms"] > 0
+    drawn: list[list[str]] = []
+    real_legend = plt.Axes.legend
+
+    def spy(self, handles, labels, **kwargs):
+        drawn.append(list(labels))
+        return real_legend(self, handles, labels, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plt.Axes, "legend", spy)
+        report.plot_timeline(tasks, tmp_path / "t.png", rk.frequency_mhz, "t")
+    assert set(drawn[0]) == {t.category for t in tasks if t.duration}
+
+
+@pytest.mark.parametrize("profile_name", ["rk3588", "edge_tpu", "ethos_u55_256", "nvdla_full"])
+def test_roofline_points_sit_under_their_own_units_roofs(graphs, profile_name):
+    """Every NPU kernel is under its unit's roofs (a vector kernel is held to the vector
+    lanes, not the MAC array), and a kernel labelled bandwidth-bound sits left of its
+    unit's ridge; one right of it is bound by exposed DMA latency and says so."""
+    from pipeline.simulator.report import roofline_points
+
+    profile = _profile(profile_name)
+    units = set()
+    for name in ("mobilenet_v2", "bert_encoder", "yolov5s", "resnet18"):
+        plan, _, _ = _simulate(graphs[name], profile)
+        points, roofs, bw = roofline_points(plan, profile)
+        assert points
+        for p in points:
+            units.add(p.unit)
+            assert p.achieved <= roofs[p.unit] * (1 + 1e-9), (name, p)
+            assert p.achieved <= p.intensity * bw * (1 + 1e-9), (name, p)
+            ridge = roofs[p.unit] / bw
+            if p.label == "memory (bandwidth)":
+                assert p.intensity < ridge, (name, p)
+            if p.label == "memory (DMA latency)":
+                assert p.intensity >= ridge, (name, p)
+    # nvdla_full runs depthwise on its vector unit: held to the lanes, not the array
+    assert units == ({"array", "vector"} if profile_name == "nvdla_full" else {"array"})

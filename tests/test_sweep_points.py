@@ -152,3 +152,25 @@ def test_the_pool_launcher_forks_what_was_asked_and_no_more_than_the_jobs():
     assert worker_count(2, 8) == 2
     assert worker_count(4, 3) == 3
     assert 1 <= worker_count(-1, 8) <= 8
+
+
+def test_pareto_plot_goes_log_when_points_span_a_decade(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from pipeline import sweep
+
+    scales: list[tuple[str, str]] = []
+    real_save = sweep.save_figure
+
+    def keep_scales(fig, path):
+        ax = fig.axes[0]
+        scales.append((ax.get_xscale(), ax.get_yscale()))
+        real_save(fig, path)
+
+    monkeypatch.setattr(sweep, "save_figure", keep_scales)
+    wide = [{"latency_ms": v, "energy_mj": v / 2, "output_cosine": 0.99} for v in (0.2, 3, 40)]
+    near = [{"latency_ms": v, "energy_mj": v / 2, "output_cosine": 0.99} for v in (2, 3, 4)]
+    sweep._plot(wide, [True, False, False], tmp_path / "wide.png")
+    sweep._plot(near, [True, False, False], tmp_path / "near.png")
+    assert scales == [("log", "log"), ("linear", "linear")]
+    plt.close("all")

@@ -157,8 +157,12 @@ def export(cfg: DictConfig) -> tuple[onnx.ModelProto, dict[str, Any]]:
     net = build_module(cfg)
     x_np = seeded_input(list(cfg.input_shape), cfg.seed)
     x = torch.from_numpy(x_np)
-    with torch.no_grad():
-        out = net(x)
+    try:
+        with torch.no_grad():
+            out = net(x)
+    except Exception as exc:  # the user's forward on the shape they gave
+        raise UserError(f"model.input_shape: {cfg.module} fails on an input of shape "
+                        f"{list(cfg.input_shape)}: {_reason(exc)}") from exc
     expected = [t.numpy() for t in (out if isinstance(out, tuple | list) else (out,))]
     order = ["dynamo", "torchscript"] if cfg.exporter == "auto" else [cfg.exporter]
     failures: dict[str, str] = {}

@@ -12,7 +12,10 @@ Definitions (stable names, documented in the README):
 - dram_bytes: DRAM traffic of all kernels plus NPU <-> CPU transfers;
 - energy_mj: NPU dynamic energy (MACs, SRAM, DRAM) + NPU static power x latency; the host
   CPU's own energy is not modelled (profiles carry no host power figures);
-- fallback_ms: time spent in CPU kernels, transfers and layout conversions;
+- fallback_ms: time spent in CPU kernels and in the transfers and layout conversions
+  between NPU and CPU kernels (0 when every kernel runs on the NPU);
+- graph_io_ms: the graph's inputs and outputs crossing between the application and the
+  NPU (link and layout conversion), paid on every inference;
 - cold_start_ms: the first inference, which also loads the weights the plan caches on
   chip from DRAM (a cache that starts empty; streamed weights cost every inference), sets
   up the driver and uploads each kernel's commands (the profile's ``cold_start``);
@@ -30,8 +33,8 @@ from hardware.energy import static_energy_pj
 from hardware.profile import HardwareProfile
 from hardware.timeline import Task
 
-CATEGORIES = ("preprocess", "layout_conversion", "transfer", "npu", "cpu_fallback",
-              "postprocess")
+CATEGORIES = ("preprocess", "graph_io", "layout_conversion", "transfer", "npu",
+              "cpu_fallback", "postprocess")
 
 
 def breakdown_ms(tasks: list[Task], frequency_mhz: float) -> dict[str, float]:
@@ -73,6 +76,7 @@ def latency_metrics(plan: dict[str, Any], tasks: list[Task], makespan: int,
         "energy_mj": energy_mj,
         "avg_power_w": energy_mj * 1e-3 / seconds if seconds else 0.0,
         "fallback_ms": parts["cpu_fallback"] + parts["transfer"] + parts["layout_conversion"],
+        "graph_io_ms": parts["graph_io"],
         "peak_sram_bytes": plan["memory"]["sram_arena_peak_bytes"],
         "npu_busy_ms": parts["npu"],
         "cold_start_ms": makespan / khz + cold_start_extra_ms(plan, profile),

@@ -58,11 +58,16 @@ def frame_tasks(plan: dict[str, Any], profile: HardwareProfile, frame: int, offs
         to_npu = t["direction"].endswith("npu")
         steps = [("convert", "cpu", conv), ("link", "link", link)] if to_npu else \
             [("link", "link", link), ("convert", "cpu", conv)]
+        # the graph's own inputs and outputs cross to and from the application on every
+        # inference, fallback or not: their own category, not CPU fallback
+        graph_io = t["from"] is None or t["to"] is None
         last = after
         for what, lane, dur in steps:
             if dur:
+                category = "graph_io" if graph_io else (
+                    "layout_conversion" if what == "convert" else "transfer")
                 last = [add(Task(f"{tag}{what}:{t['tensor']}", lane, dur, list(last),
-                                 "layout_conversion" if what == "convert" else "transfer"))]
+                                 category))]
         return last[0] if last else (after[0] if after else -1)
 
     transfers = plan["transfers"]

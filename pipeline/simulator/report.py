@@ -7,6 +7,7 @@ plan gives the same bytes. Every figure is derived from the plan and the timelin
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,8 @@ LAYER_COLUMNS = ("kernel", "ops", "target", "precision", "macs", "compute_cycles
                  "memory_cycles", "overhead_cycles", "total_cycles", "bound", "dram_bytes",
                  "energy_uj", "start_cycle", "end_cycle", "unit", "tiling", "cores")
 COLOURS = {"npu": "#2b7bba", "cpu_fallback": "#d62728", "transfer": "#ff9f1c",
-           "layout_conversion": "#9467bd", "preprocess": "#7f7f7f", "postprocess": "#bcbd22",
-           "dma": "#17becf"}
+           "layout_conversion": "#9467bd", "graph_io": "#8c564b", "preprocess": "#7f7f7f",
+           "postprocess": "#bcbd22", "dma": "#17becf"}
 
 
 def layer_rows(plan: dict[str, Any], tasks: list[Task]) -> list[dict[str, Any]]:
@@ -70,39 +71,77 @@ def plot_timeline(tasks: list[Task], path: Path, frequency_mhz: float, title: st
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_xlabel("time (ms)")
     ax.set_title(title)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLOURS.values()]
-    ax.legend(handles, list(COLOURS), loc="upper center", ncol=7, fontsize=7,
+    drawn = [c for c in COLOURS if any(t.category == c and t.duration for t in tasks)]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[c]) for c in drawn]
+    ax.legend(handles, drawn, loc="upper center", ncol=7, fontsize=7,  # what is drawn only
               bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.2))
     fig.tight_layout()
     save_figure(fig, path)
 
 
-def plot_roofline(plan: dict[str, Any], profile: HardwareProfile, path: Path) -> None:
-    """Each NPU array kernel at (MACs per DRAM byte, achieved MACs per cycle) under the
-    profile's roofs: peak MACs/cycle and DRAM bytes/cycle x intensity."""
-    peak = max(profile.peak_macs_per_cycle.values())
+@dataclass(frozen=True)
+class RooflinePoint:
+    kernel: str
+    unit: str  # array | vector: the roof the kernel is held to
+    intensity: float  # MACs per DRAM byte
+    achieved: float  # MACs per cycle
+    label: str  # compute | memory (bandwidth) | memory (DMA latency) | overhead
+
+
+def roofline_points(plan: dict[str, Any], profile: HardwareProfile
+                    ) -> tuple[list[RooflinePoint], dict[str, float], float]:
+    """NPU kernels with MACs, each under its own unit's roof: the MAC array's peak MACs
+    per cycle, or the vector unit's lanes (a MAC is one lane-op there). A memory-bound
+    kernel whose DRAM bytes / bandwidth alone would not bind it (intensity right of the
+    ridge) is bound by the DMA's exposed latency per burst, and says so: the cost model's
+    memory time is bytes / bandwidth plus that latency (hardware/cost.py)."""
+    roofs = {"array": float(max(profile.peak_macs_per_cycle.values())),
+             "vector": float(profile.vector_unit.lanes)}
     bw = bytes_per_cycle(profile)
-    pts = [(k["macs"] / max(k["cost"]["dram_bytes"], 1), k["macs"] / k["cost"]["total_cycles"],
-            k["cost"]["bound"]) for k in plan["kernels"]
-           if k["target"] == "npu" and k["macs"] and k["cost"]["total_cycles"]]
+    points = []
+    for k in plan["kernels"]:
+        cost = k["cost"]
+        if k["target"] != "npu" or not k["macs"] or not cost["total_cycles"]:
+            continue
+        unit = "vector" if cost["unit"] == "vector" else "array"
+        intensity = k["macs"] / max(cost["dram_bytes"], 1)
+        label = cost["bound"]
+        if label == "memory":
+            label = "memory (bandwidth)" if intensity < roofs[unit] / bw else \
+                "memory (DMA latency)"
+        points.append(RooflinePoint(k["name"], unit, intensity,
+                                    k["macs"] / cost["total_cycles"], label))
+    return points, roofs, bw
+
+
+def plot_roofline(plan: dict[str, Any], profile: HardwareProfile, path: Path) -> None:
+    """Each NPU kernel at (MACs per DRAM byte, achieved MACs per cycle) under its unit's
+    roofs: peak MACs (or vector lanes) per cycle and DRAM bytes/cycle x intensity."""
+    pts, roofs, bw = roofline_points(plan, profile)
     fig, ax = plt.subplots(figsize=(7, 5))
-    lo = min([p[0] for p in pts] + [0.1]) / 2
-    hi = max([p[0] for p in pts] + [peak / bw * 4]) * 2
+    lo = min([p.intensity for p in pts] + [0.1]) / 2
+    hi = max([p.intensity for p in pts] + [roofs["array"] / bw * 4]) * 2
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.plot(xs, [min(peak, x * bw) for x in xs], color="black", label="roofline")
-    for bound, colour in (("compute", "#2b7bba"), ("memory", "#d62728"),
-                          ("overhead", "#ff9f1c")):
-        sel = [p for p in pts if p[2] == bound]
-        if sel:
-            ax.scatter([p[0] for p in sel], [p[1] for p in sel], s=14, color=colour,
-                       label=f"{bound}-bound kernels")
+    units = sorted({p.unit for p in pts}) or ["array"]
+    for unit, style in (("array", "-"), ("vector", "--")):
+        if unit in units:
+            ax.plot(xs, [min(roofs[unit], x * bw) for x in xs], color="black",
+                    linestyle=style, label=f"{unit} roof ({roofs[unit]:.0f} MACs/cycle)")
+    colours = {"compute": "#2b7bba", "memory (bandwidth)": "#d62728",
+               "memory (DMA latency)": "#9467bd", "overhead": "#ff9f1c"}
+    for label, colour in colours.items():
+        for unit, marker in (("array", "o"), ("vector", "^")):
+            sel = [p for p in pts if p.label == label and p.unit == unit]
+            if sel:
+                ax.scatter([p.intensity for p in sel], [p.achieved for p in sel], s=14,
+                           color=colour, marker=marker, label=f"{label}, {unit}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
     ax.set_ylabel("achieved MACs per cycle")
-    ax.set_title(f"{plan['graph']} on {profile.name}: peak {peak:.0f} MACs/cycle, "
-                 f"{bw:.1f} B/cycle")
-    ax.legend(fontsize=8)
+    ax.set_title(f"{plan['graph']} on {profile.name}: array {roofs['array']:.0f}, vector "
+                 f"{roofs['vector']:.0f} MACs/cycle, {bw:.1f} B/cycle")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path)
 
