@@ -53,6 +53,14 @@ def write_csv(path: Path, rows: list[dict[str, Any]], fields: Sequence[str]) -> 
     write_text(path, buf.getvalue())
 
 
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV this project wrote; [] when the file does not exist."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
 def save_figure(fig: Any, path: Path) -> None:
     """A matplotlib figure as PNG, atomically and without timestamp metadata (same plot,
     same bytes), then closed."""

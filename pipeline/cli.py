@@ -30,6 +30,7 @@ from rich.table import Table
 from pipeline.artifacts import write_json
 from pipeline.config import check_complete
 from pipeline.errors import UserError
+from pipeline.html_report import write_run_report
 from pipeline.runner import run_pipeline
 from pipeline.schema import register_configs
 from pipeline.sweep import JOB_LINE, POINT_FILE
@@ -63,6 +64,7 @@ def app(cfg: DictConfig) -> dict | float | list[float] | None:
     except Exception as exc:
         _exit_if_user_error(exc)
         raise
+    write_run_report(run_dir)
     _print_summary(metrics, run_dir)
     return objective_value(cfg, metrics)
 
@@ -123,6 +125,7 @@ def sweep_job(cfg: DictConfig, hc: Any, run_dir: Path) -> dict | float | list[fl
         print(f"{job}: {status}: {message}", file=sys.stderr, flush=True)
         return _failed_objective(cfg, hc)
     write_json(run_dir / POINT_FILE, {"status": "ok", "reason": ""})
+    write_run_report(run_dir)
     print(f"{job}: " + ", ".join(f"{k} {metrics[k]:.4g}" for k in JOB_LINE if k in metrics),
           flush=True)
     return value

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.artifacts import save_figure, write_csv, write_text
+from pipeline.html_report import write_run_report, write_sweep_report
 from pipeline.simulator.plots import draw_run
 
 COLUMNS = ("latency_ms", "throughput_fps", "throughput_ips", "energy_mj", "energy_mj_per_image",
@@ -180,6 +181,10 @@ class SweepSummary(Callback):
             return
         best = write_summary(sweep_dir, rows)
         draw_picked(sweep_dir, best)
+        for job in {b["job"] for b in best.values()}:  # their pages now have the plots
+            if (sweep_dir / job / "metrics.json").is_file():
+                write_run_report(sweep_dir / job)
+        write_sweep_report(sweep_dir)
         failed = Counter(r["status"] for r in rows if r["status"] != "ok")
         table = Table(title=f"sweep summary: {sweep_dir} ({len(rows)} jobs"
                       + "".join(f", {n} {s}" for s, n in sorted(failed.items())) + ")")

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from hardware.profile import HardwareProfile, profile_from_config
 from hardware.timeline import Task
+from pipeline.artifacts import read_csv
 from pipeline.simulator import report
 
 LAYER_NUMBERS = ("macs", "compute_cycles", "memory_cycles", "overhead_cycles", "total_cycles")
@@ -39,7 +40,7 @@ def draw_run(run_dir: Path) -> Path:
                   start=t["start"], end=t["end"])
              for t in json.loads((sim / "timeline.json").read_text())]
     rows = [{**r, **{k: int(r[k]) for k in LAYER_NUMBERS}}
-            for r in report.read_layers_csv(sim / "layers.csv")]
+            for r in read_csv(sim / "layers.csv")]
     latency = json.loads((run_dir / "metrics.json").read_text())["latency_ms"]
     draw(tasks, rows, plan, profile_from_config(cfg.hardware), latency, sim)
     return sim

@@ -6,7 +6,6 @@ plan gives the same bytes. Every figure is derived from the plan and the timelin
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,11 +51,6 @@ def layer_rows(plan: dict[str, Any], tasks: list[Task]) -> list[dict[str, Any]]:
 
 def write_layers_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     write_csv(path, rows, LAYER_COLUMNS)
-
-
-def read_layers_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def plot_timeline(tasks: list[Task], path: Path, frequency_mhz: float, title: str) -> None:

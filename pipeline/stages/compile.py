@@ -10,7 +10,9 @@ from omegaconf import DictConfig
 
 from hardware.profile import profile_from_config
 from ops.graph import QDQ_OPS, from_onnx
+from pipeline import onnx_io
 from pipeline.artifacts import write_json, write_text
+from pipeline.compiler.annotate import annotate
 from pipeline.compiler.driver import compile_graph
 from pipeline.compiler.report import compile_log, fallback_summary, print_summary
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
@@ -32,6 +34,7 @@ class CompileStage(Stage):
         plan = compile_graph(graph, profile, cfg.compile, cfg.quant.scheme,
                              cfg.quant.float_precision if quantized else None)
         write_json(out_dir / "plan.json", plan)
+        onnx_io.save_model(annotate(model, plan), out_dir / "model.annotated.onnx")
         write_json(out_dir / "memory.json", {"memory": plan["memory"],
                                              "buffers": plan["buffers"]})
         write_text(out_dir / "compile.log", compile_log(plan))

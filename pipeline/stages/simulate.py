@@ -12,11 +12,12 @@ from rich.table import Table
 
 from hardware.profile import profile_from_config
 from hardware.timeline import critical_path, schedule
-from pipeline.artifacts import write_json, write_text
+from pipeline.artifacts import read_csv, write_json, write_text
 from pipeline.errors import UserError
 from pipeline.simulator import plots, report, sustained
 from pipeline.simulator.metrics import breakdown_ms, latency_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
+from pipeline.simulator.trace import chrome_trace
 from pipeline.stages.base import Stage, StageInputs, StageResult
 from pipeline.terminal import CONSOLE
 
@@ -74,6 +75,10 @@ class SimulateStage(Stage):
         if sim.sustained.seconds > 0:
             metrics.update(sustained.simulate(plan, metrics["latency_ms"] * 1e-3, profile,
                                               sim.sustained, out_dir, sim.plots is not False))
+        write_json(out_dir / "trace.json", chrome_trace(
+            plan, {"single inference": single + dma, "throughput run": frames},
+            profile.frequency_mhz, {single[i].name for i in critical},
+            read_csv(out_dir / "sustained.csv") if sim.sustained.seconds > 0 else None))
         self._print(metrics, parts)
         return StageResult(metrics)
 
