@@ -25,6 +25,7 @@ COUNTERS = ("temperature_c", "frequency_mhz", "latency_ms", "power_w")
 def _kernel_args(k: dict[str, Any]) -> dict[str, Any]:
     c = k["cost"]
     return {"kernel_id": k["id"], "target": k["target"], "ops": k["op_types"],
+            "cores": k["cores"],
             "unit": c["unit"], "precision": k["precision"], "bound": c["bound"],
             "macs": k["macs"], "dram_bytes": c["dram_bytes"],
             "compute_cycles": c["compute_cycles"], "memory_cycles": c["memory_cycles"],
