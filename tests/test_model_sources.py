@@ -174,3 +174,31 @@ def test_batch_is_a_zoo_option(tmp_path, light_model):
                    "stages.order=[export]", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
     assert "model.batch: batch is a zoo option" in error_lines(proc)[0]
+
+
+def test_logistic_regression_becomes_standard_onnx_with_sklearns_accuracy(tmp_path):
+    """skl2onnx writes StandardScaler + LogisticRegression as ai.onnx.ml Scaler,
+    LinearClassifier and Normalizer: npuflow rewrites them as Sub/Mul, MatMul/Add/Softmax
+    and Abs/ReduceSum/Div, which NPUs list. (onnxruntime's int8 quantizer cannot take the
+    scaler's per-feature Mul, so this runs at fp16.)"""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from pipeline.datasets import digits
+
+    x_train, y_train, x_test, y_test = digits.split()
+    estimator = make_pipeline(StandardScaler(), LogisticRegression(max_iter=500))
+    estimator.fit(x_train, y_train)
+    joblib.dump(estimator, tmp_path / "lr.joblib")
+    run_dir = tmp_path / "run"
+    proc = run_cli("model=sklearn", f"model.path={tmp_path / 'lr.joblib'}", "data=digits",
+                   "quant=fp16", "run.cache=false", f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr
+    model = onnx.load(run_dir / "export" / "model.onnx")
+    assert {n.domain for n in model.graph.node} == {""}
+    assert {"MatMul", "Softmax", "ReduceSum"} <= {n.op_type for n in model.graph.node}
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["export_max_abs_error"] < 1e-5
+    assert metrics["accuracy_top1_float"] == pytest.approx(estimator.score(x_test, y_test))
+    assert metrics["npu_ops"] > metrics["cpu_ops"]

@@ -4,7 +4,8 @@ converted with skl2onnx and checked against the estimator's own predictions.
 A classifier keeps one output, its class probabilities: skl2onnx also emits the label
 (an ArgMax over them, int64) and, by default, a list of dicts (ZipMap), neither of which an
 NPU computes; the host takes the argmax. The check compares the probabilities with
-``predict_proba`` and their argmax with ``predict`` on the seeded input.
+``predict_proba`` and their argmax with ``predict`` on the seeded input. ``ai.onnx.ml`` ops
+with an exact standard form are rewritten to it (``_standard_ops``).
 """
 
 from __future__ import annotations
@@ -65,32 +66,88 @@ def _only(model: onnx.ModelProto, output: str) -> onnx.ModelProto:
     return model
 
 
-def _standard_scaler_ops(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
-    """``ai.onnx.ml`` Scaler is exactly ``(x - offset) * scale``: written as Sub and Mul, the
-    op NPU support lists name and ONNX shape inference follows (it stops at Scaler, which
-    left every later tensor without a static shape). The standard domain is imported even
-    when no standard op is left (onnxruntime's quantizer requires it)."""
+def _scaler(node: onnx.NodeProto, attrs: dict) -> tuple[list, list]:
+    """Scaler is exactly (x - offset) * scale."""
     from onnx import helper, numpy_helper
+
+    base = node.output[0]
+    offset = np.asarray(attrs.get("offset", [0.0]), np.float32)
+    scale = np.asarray(attrs.get("scale", [1.0]), np.float32)
+    return ([helper.make_node("Sub", [node.input[0], f"{base}_offset"], [f"{base}_centred"],
+                              name=f"{node.name}_sub"),
+             helper.make_node("Mul", [f"{base}_centred", f"{base}_scale"], [base],
+                              name=f"{node.name}_mul")],
+            [numpy_helper.from_array(offset, f"{base}_offset"),
+             numpy_helper.from_array(scale, f"{base}_scale")])
+
+
+POST_TRANSFORMS = {b"NONE": None, b"SOFTMAX": "Softmax", b"LOGISTIC": "Sigmoid"}
+
+
+def _linear_classifier(node: onnx.NodeProto, attrs: dict) -> tuple[list, list] | None:
+    """LinearClassifier's scores are x @ W.T + b, then its post-transform (Softmax or
+    Sigmoid); its label output is their argmax, which the exporter dropped."""
+    from onnx import helper, numpy_helper
+
+    post = attrs.get("post_transform", b"NONE")
+    if post not in POST_TRANSFORMS or len(node.output) < 2:
+        return None
+    intercepts = np.asarray(attrs["intercepts"], np.float32)
+    weights = np.asarray(attrs["coefficients"], np.float32).reshape(len(intercepts), -1)
+    scores, base = node.output[1], node.name or node.output[1]
+    raw = scores if POST_TRANSFORMS[post] is None else f"{scores}_raw"
+    nodes = [helper.make_node("MatMul", [node.input[0], f"{base}_weights"], [f"{base}_mm"],
+                              name=f"{base}_matmul"),
+             helper.make_node("Add", [f"{base}_mm", f"{base}_bias"], [raw], name=f"{base}_add")]
+    if POST_TRANSFORMS[post]:
+        nodes.append(helper.make_node(POST_TRANSFORMS[post], [raw], [scores],
+                                      name=f"{base}_{POST_TRANSFORMS[post].lower()}",
+                                      **({"axis": -1} if post == b"SOFTMAX" else {})))
+    return nodes, [numpy_helper.from_array(np.ascontiguousarray(weights.T), f"{base}_weights"),
+                   numpy_helper.from_array(intercepts, f"{base}_bias")]
+
+
+def _l1_normalizer(node: onnx.NodeProto, attrs: dict) -> tuple[list, list] | None:
+    """Normalizer L1 divides each row by the sum of its absolute values."""
+    from onnx import helper, numpy_helper
+
+    if attrs.get("norm") != b"L1":
+        return None
+    base = node.output[0]
+    return ([helper.make_node("Abs", [node.input[0]], [f"{base}_abs"], name=f"{base}_abs"),
+             helper.make_node("ReduceSum", [f"{base}_abs", f"{base}_axes"], [f"{base}_sum"],
+                              name=f"{base}_sum", keepdims=1),
+             helper.make_node("Div", [node.input[0], f"{base}_sum"], [base],
+                              name=f"{base}_div")],
+            [numpy_helper.from_array(np.array([-1], np.int64), f"{base}_axes")])
+
+
+REWRITES = {"Scaler": _scaler, "LinearClassifier": _linear_classifier,
+            "Normalizer": _l1_normalizer}
+
+
+def _standard_ops(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """The ``ai.onnx.ml`` ops with an exact standard-ONNX form (Scaler, LinearClassifier,
+    L1 Normalizer) rewritten to it: the ops NPU support lists name, and ONNX shape inference
+    follows them (it stopped at Scaler, leaving every later tensor without a static shape).
+    Others (trees, SVMs) stay and run on the CPU. One import per domain, the standard one
+    always (onnxruntime's quantizer requires it)."""
+    from onnx import helper
 
     g = model.graph
     nodes = []
     for node in g.node:
-        if node.op_type == "Scaler" and node.domain == "ai.onnx.ml":
-            attrs = {a.name: list(helper.get_attribute_value(a)) for a in node.attribute}
-            base = node.output[0]
-            offset = np.asarray(attrs.get("offset", [0.0]), np.float32)
-            scale = np.asarray(attrs.get("scale", [1.0]), np.float32)
-            g.initializer.extend([numpy_helper.from_array(offset, f"{base}_offset"),
-                                  numpy_helper.from_array(scale, f"{base}_scale")])
-            nodes += [helper.make_node("Sub", [node.input[0], f"{base}_offset"],
-                                       [f"{base}_centred"], name=f"{node.name}_sub"),
-                      helper.make_node("Mul", [f"{base}_centred", f"{base}_scale"], [base],
-                                       name=f"{node.name}_mul")]
-        else:
+        rewrite = REWRITES.get(node.op_type) if node.domain == "ai.onnx.ml" else None
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        done = rewrite(node, attrs) if rewrite else None
+        if done is None:
             nodes.append(node)
+            continue
+        nodes += done[0]
+        g.initializer.extend(done[1])
     del g.node[:]
     g.node.extend(nodes)
-    versions = {"": opset}  # one import per domain (skl2onnx may list one twice)
+    versions = {"": max(opset, 13)}  # ReduceSum takes its axes as an input from opset 13
     for o in model.opset_import:
         domain = "" if o.domain == "ai.onnx" else o.domain
         versions[domain] = max(versions.get(domain, 0), o.version)
@@ -131,7 +188,7 @@ def export(cfg: DictConfig) -> tuple[onnx.ModelProto, dict[str, Any]]:
     x = seeded_input(shape, cfg.seed)
     if classifier:
         model = _only(model, model.graph.output[-1].name)
-    model = _standard_scaler_ops(model, cfg.opset)
+    model = _standard_ops(model, cfg.opset)
     if classifier:
         proba = estimator.predict_proba(x)
         error = max_error(model, x, [proba], f"model.path '{cfg.path}'")
