@@ -219,11 +219,11 @@ def run_all(sess: ort.InferenceSession, feeds: list[dict[str, np.ndarray]],
         return list(pool.map(lambda f: run(sess, f, where), feeds))
 
 
-def reference_run(model: onnx.ModelProto, seed: int, threads: int = 1
+def reference_run(model: onnx.ModelProto, seed: int, threads: int = 1, where: str = "model"
                   ) -> tuple[dict[str, np.ndarray], str]:
     """Run once on seeded inputs; return the outputs and a digest of their bytes."""
-    sess = session(model, threads)
-    outputs = run(sess, seeded_feeds(sess, seed))
+    sess = session(model, threads, where)
+    outputs = run(sess, seeded_feeds(sess, seed), where)
     names = [o.name for o in sess.get_outputs()]
     blob = b"".join(np.ascontiguousarray(o).tobytes() for o in outputs)
     for name, out in zip(names, outputs, strict=True):
