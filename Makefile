@@ -7,6 +7,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	# model=ppocr_cls / ppocr_rec: PaddleOCR's trained networks ship in this wheel; only its
+	# ONNX files are read (never imported), so its OpenCV / Shapely dependencies are skipped
+	$(PY) -m pip install -q --no-deps 'rapidocr-onnxruntime==1.4.4'
 	touch $@
 
 .PHONY: install run test lint clean

@@ -58,6 +58,10 @@ BENCHMARKS = [
     ("quant_digits", "Quantization accuracy on real data",
      "Top-1 of a classifier trained on scikit-learn's digits, per precision and calibration.",
      False),
+    ("quant_trained", "Quantization on trained networks (PaddleOCR)",
+     "PP-OCR's trained direction classifier and recogniser on rendered, labelled text "
+     "lines: accuracy, latency and energy per precision and calibration, automatic mixed "
+     "precision, and the accuracy x latency Pareto front.", True),
     ("tiling_precision", "Tiling and precision",
      "SRAM hit rate, DRAM traffic, latency and energy vs tile size; INT8 vs FP16.", False),
 ]

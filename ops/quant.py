@@ -50,9 +50,20 @@ def fold_qdq(graph: Graph) -> Graph:
     return Graph(graph.name, nodes, graph.tensors, graph.inputs, outputs, graph.opset)
 
 
+WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+
+
 def node_precision(node: Node, graph: Graph) -> str:
     """The precision a compute node runs in: its widest activation input (weights of a
-    W8 kernel do not widen it), e.g. int8 x int8 -> int8, int16 x int8 -> int16."""
+    W8 kernel do not widen it), e.g. int8 x int8 -> int8, int16 x int8 -> int16. A weighted
+    op whose weight stayed float (a layer kept float in a quantized model: its input still
+    arrives quantized from its int8 neighbour) computes in float: "fp32", which the
+    compiler maps to the float precision the quantize stage chose."""
+    if node.op_type in WEIGHTED_OPS and len(node.inputs) > 1:
+        weight = graph.tensor(node.inputs[1])
+        if weight is not None and weight.is_const and \
+                _INT_PRECISION.get(weight.effective_dtype) is None:
+            return "fp32"
     best, width = "fp32", 0
     for name in node.inputs:
         t = graph.tensor(name)

@@ -69,6 +69,7 @@ def stage_key(name: str, stage: Any, cfg: DictConfig, inputs: dict[str, Path]) -
     for k in _NOT_KEYED:
         run.pop(k, None)
     config["run"] = run
+    files = stage.external_files(cfg) if hasattr(stage, "external_files") else []
     payload = {
         "stage": name,
         "component": f"{type(stage).__module__}.{type(stage).__qualname__}",
@@ -76,6 +77,7 @@ def stage_key(name: str, stage: Any, cfg: DictConfig, inputs: dict[str, Path]) -
         "code": code_digest(),
         "config": config,
         "inputs": {k: folder_digest(v) for k, v in sorted(inputs.items())},
+        "files": [[str(f), file_digest(f)] for f in files if f.is_file()],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()
                           ).hexdigest()[:32]

@@ -52,6 +52,7 @@ def check_complete(cfg: DictConfig, choices: Mapping[str, str | None],
     except BoundsError as exc:
         raise UserError(f"{source_file(exc.key, choices, overrides)}: {exc}") from exc
     _check_quant_types(cfg)
+    _check_sources(cfg, choices, overrides)
     mode = cfg.simulate.sustained.power_mode
     if mode is not None and mode not in profile.power_modes:
         key = "simulate.sustained.power_mode"
@@ -73,6 +74,21 @@ def _tile_override(tiles: object, kernel: str) -> TileOverride:
     obj = OmegaConf.to_object(node)
     assert isinstance(obj, TileOverride)
     return obj
+
+
+def _check_sources(cfg: DictConfig, choices: Mapping[str, str | None],
+                   overrides: Sequence[str]) -> None:
+    """The data source lists (folders, CSV rows, files named) and the eval metric imports,
+    before export and optimize spend minutes on a run that would stop at quantize."""
+    from pipeline import metrics
+    from pipeline.datasets import loaders
+
+    for key, check in (("data.path", lambda: loaders.source_files(cfg.data)),
+                       ("eval.metric", lambda: metrics.resolve(cfg.eval.metric.get("_target_")))):
+        try:
+            check()
+        except UserError as exc:
+            raise UserError(f"{source_file(key, choices, overrides)}: {exc}") from exc
 
 
 def _check_quant_types(cfg: DictConfig) -> None:

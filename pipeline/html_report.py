@@ -142,8 +142,9 @@ def run_page(run_dir: Path) -> str:
         ("export", model.get("export", {}).get("exporter") if model.get("export") else "-")])]
     headline = ["latency_ms", "throughput_fps", "throughput_ips", "energy_mj",
                 "mac_utilization", "sram_hit_rate", "dram_bytes", "fallback_ms",
-                "graph_io_ms", "cold_start_ms", "accuracy_top1", "top1_agreement",
-                "output_cosine", "min_layer_cosine"]
+                "graph_io_ms", "cold_start_ms", "accuracy", "accuracy_float", "accuracy_top1",
+                "top1_agreement", "output_cosine", "min_layer_cosine", "quant_float_layers",
+                "auto_int8_latency_ms", "auto_latency_cost_ms"]
     sections += ["<h2>Headline metrics</h2>",
                  _kv([(k, metrics[k]) for k in headline if k in metrics])]
     if parts:
@@ -163,6 +164,10 @@ def run_page(run_dir: Path) -> str:
         sections += ["<h2>Kernels</h2>", _table(
             kernels, list(kernels[0]), "kernels", left=("kernel", "ops", "target", "bound",
                                                         "unit", "tiling", "precision"))]
+    if (run_dir / "compile" / "auto_curve.png").is_file():
+        sections += ["<h2>Automatic mixed precision</h2>",
+                     _image(run_dir / "quantize" / "auto_curve.png", "search"),
+                     _image(run_dir / "compile" / "auto_curve.png", "accuracy vs latency")]
     quant = read_csv(run_dir / "quantize" / "layers.csv")
     if quant:
         sections += ["<h2>Quantization per layer</h2>",
@@ -178,7 +183,7 @@ def sweep_page(sweep_dir: Path) -> str:
         r["page"] = f"{r['job']}/report.html" if page.is_file() else ""
     columns = [c for c in ["job", "overrides", "status", "latency_ms", "throughput_fps",
                            "throughput_ips", "energy_mj", "mac_utilization",
-                           "accuracy_top1", "output_cosine", "pareto", "reason"]
+                           "accuracy", "accuracy_top1", "output_cosine", "pareto", "reason"]
                if rows and c in rows[0]]
     return _page(f"npuflow sweep: {sweep_dir.name} ({len(rows)} jobs)", [
         "<h2>Pareto plot</h2>", _image(sweep_dir / "pareto.png", "pareto"),

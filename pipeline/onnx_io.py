@@ -6,6 +6,7 @@ InferenceSession, and its float outputs on a seeded input are recorded as a dige
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -31,9 +32,27 @@ _ORT_NP_TYPES = {
 }
 
 
+def resolve_path(path: str | Path) -> Path:
+    """A model file path; ``pkg:NAME/REL`` names a file inside an installed Python package
+    (an ONNX model shipped in a wheel, e.g. ``pkg:rapidocr_onnxruntime/models/x.onnx``),
+    found without importing the package."""
+    text = str(path)
+    if not text.startswith("pkg:"):
+        return Path(path)
+    package, _, rel = text[4:].partition("/")
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(f"model.path: '{text}': no installed package '{package}' "
+                        f"(pip install it, or give a file path)")
+    return Path(next(iter(spec.submodule_search_locations))) / rel
+
+
 def load_model(path: str | Path) -> onnx.ModelProto:
     """Load a user's ONNX file; each way a file can be wrong is its own line."""
-    path = Path(path)
+    path = resolve_path(path)
     if path.is_dir():
         raise UserError(f"model.path: '{path}' is a directory; give the .onnx file in it")
     if not path.is_file():

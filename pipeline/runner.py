@@ -20,7 +20,7 @@ from pipeline import cache
 from pipeline.artifacts import replace_dir, write_json
 from pipeline.registry import build_chain
 from pipeline.stages.base import Stage, StageInputs
-from pipeline.terminal import CONSOLE
+from pipeline.terminal import CONSOLE, live_progress
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,8 @@ def run_pipeline(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     cache_root = Path(cfg.run.cache_dir) if cfg.run.get("cache", False) else None
     columns = (TextColumn("[bold]{task.description}"), BarColumn(),
                TextColumn("{task.fields[stage]}"), TimeElapsedColumn())
-    with Progress(*columns, transient=True, console=CONSOLE) as progress:
+    with Progress(*columns, transient=True, console=CONSOLE) as progress, \
+            live_progress(progress):
         task = progress.add_task("npuflow", total=len(chain), stage="")
         for name, stage in chain:
             progress.update(task, stage=name)

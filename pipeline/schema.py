@@ -29,7 +29,9 @@ from hardware.profile import HardwareProfile
 
 ModelSource = choices("ModelSource", "zoo", "onnx", "torch", "sklearn")
 Exporter = choices("Exporter", "auto", "dynamo", "torchscript")
-DataKind = choices("DataKind", "synthetic", "digits", "images", "npy")
+DataKind = choices("DataKind", "synthetic", "digits", "images", "npy", "image_folder",
+                   "image_list")
+ResizeMode = choices("ResizeMode", "crop", "stretch", "pad")
 ChannelOrder = choices("ChannelOrder", "RGB", "BGR")
 DataLayout = choices("DataLayout", "NCHW", "NHWC")
 CalibrationMethod = choices("CalibrationMethod", "minmax", "entropy", "percentile")
@@ -77,12 +79,15 @@ class ModelConfig:
 class DataConfig:
     name: str = MISSING
     kind: DataKind = DataKind.synthetic
-    path: str | None = None  # images / npy folder
+    path: str | None = None  # images / npy / image_folder folder; image_list CSV
     calibration_size: int = bounded(32, AT_LEAST_1)
     eval_size: int = bounded(64, AT_LEAST_1)
     seed: int = 0
     # images: one preprocessing for calibration and evaluation
-    resize: int | None = bounded(None, AT_LEAST_1)  # short side before the centre crop
+    resize_mode: ResizeMode = ResizeMode.crop  # crop | stretch | pad (pipeline/datasets/images.py)
+    resize: int | None = bounded(None, AT_LEAST_1)  # crop: short side before the centre crop
+    pad_value: float = 0.0  # pad: fill, in the model's input space (after mean / std)
+    classes: list[str] | None = None  # image_list: label names in output-index order
     scale: float = bounded(1.0 / 255.0, POSITIVE)
     mean: list[float] = field(default_factory=lambda: [0.485, 0.456, 0.406])
     std: list[float] = bounded(None, POSITIVE, factory=lambda: [0.229, 0.224, 0.225])
@@ -109,15 +114,30 @@ class AnalysisConfig:
 @dataclass
 class AutoTarget:
     min_output_cosine: float | None = bounded(None, Range(low=-1, high=1))
-    # percentage points, used when no cosine target is set
-    max_top1_drop: float = bounded(0.5, Range(low=0, high=100))
+    # percentage points of the eval objective (of top-1 agreement without labels), used
+    # when no cosine target is set
+    max_drop: float = bounded(0.5, Range(low=0, high=100))
 
 
 @dataclass
 class AutoConfig:
     enabled: bool = False
     target: AutoTarget = field(default_factory=AutoTarget)
-    max_float_layers: int = bounded(10, NON_NEGATIVE)
+    max_float_layers: int = bounded(10, NON_NEGATIVE)  # budget: layers kept float
+    max_trials: int = bounded(40, AT_LEAST_1)  # budget: candidate evaluations
+    samples: int = bounded(64, AT_LEAST_1)  # evaluation samples of the sensitivity runs
+
+
+@dataclass
+class EvalConfig:
+    """How outputs are scored against labels: ``metric`` is a component, a callable
+    ``(outputs, labels) -> dict[str, float]`` (``_target_`` plus its arguments; one that
+    accepts ``metadata`` gets the model's ONNX metadata); ``objective`` names the key that
+    automatic mixed precision and sweeps' accuracy use."""
+
+    name: str = MISSING
+    metric: dict[str, Any] = field(default_factory=dict)  # from conf/eval/<name>.yaml
+    objective: str = MISSING
 
 
 @dataclass
@@ -131,7 +151,7 @@ class QuantConfig:
     weight_symmetric: bool = True
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     keep_float: list[str] = field(default_factory=list)  # node names or fnmatch patterns
-    keep_first_n: int = bounded(0, NON_NEGATIVE)  # first N compute layers stay float
+    keep_first_n: int = bounded(0, NON_NEGATIVE)  # first N layers (+ activations) stay float
     keep_last_n: int = bounded(0, NON_NEGATIVE)
     # how float layers of a quantized model run on the NPU
     float_precision: FloatPrecision = FloatPrecision.fp16
@@ -241,6 +261,7 @@ class NpuflowConfig:
     hardware: HardwareProfile = field(default_factory=HardwareProfile)
     quant: QuantConfig = field(default_factory=QuantConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     optimize: OptimizeConfig = field(default_factory=OptimizeConfig)
     compile: CompileConfig = field(default_factory=CompileConfig)
     simulate: SimulateConfig = field(default_factory=SimulateConfig)

@@ -29,6 +29,11 @@ def test_every_yaml_of_every_group_composes(group, choice):
         check_complete(cfg, {})
         return
     cfg = compose_config(f"{group}={choice}")
+    if group == "data" and "path: null" in (CONF / group / f"{choice}.yaml").read_text():
+        # a data source the user must point at: composes, then the door asks for the path
+        with pytest.raises(UserError, match=rf"^data/{choice}.yaml: data.path: missing"):
+            check_complete(cfg, {group: choice})
+        return
     check_complete(cfg, {group: choice})
     if not (CONF / group / f"{choice}.yaml").read_text().startswith("# @package _global_"):
         assert cfg[group] is not None

@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig
 
-from pipeline.datasets import digits
+from pipeline.datasets import digits, labelled
+from pipeline.datasets.images import IMAGE_SUFFIXES, preprocess_image
 from pipeline.errors import UserError
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
 
 @dataclass
@@ -44,32 +43,6 @@ def _synthetic(inputs: list[ModelInput], rng: np.random.Generator) -> dict[str, 
             for i in inputs}
 
 
-def preprocess_image(path: Path, cfg: DictConfig, shape: tuple[int, ...]) -> np.ndarray:
-    """Decode, resize the short side, centre-crop, scale, normalise, order channels, lay out."""
-    from PIL import Image
-
-    try:
-        img = Image.open(path).convert("RGB")
-    except OSError as exc:
-        raise UserError(f"data.path: cannot decode image '{path}': {exc}") from exc
-    nchw = cfg.layout == "NCHW"
-    height, width = (shape[2], shape[3]) if nchw else (shape[1], shape[2])
-    short = cfg.resize or min(height, width)
-    w, h = img.size
-    ratio = short / min(w, h)
-    img = img.resize((max(1, round(w * ratio)), max(1, round(h * ratio))), Image.BILINEAR)
-    w, h = img.size
-    left, top = (w - width) // 2, (h - height) // 2
-    img = img.crop((left, top, left + width, top + height))
-    x = np.asarray(img, dtype=np.float32) * np.float32(cfg.scale)
-    x = (x - np.asarray(cfg.mean, np.float32)) / np.asarray(cfg.std, np.float32)
-    if cfg.channel_order == "BGR":
-        x = x[..., ::-1]
-    if nchw:
-        x = x.transpose(2, 0, 1)
-    return np.ascontiguousarray(x[None], dtype=np.float32)
-
-
 def _check(sample: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray:
     if tuple(sample.shape) != tuple(shape):
         raise UserError(f"{where}: shape {list(sample.shape)} does not match the model input "
@@ -79,14 +52,44 @@ def _check(sample: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray
     return sample.astype(np.float32)
 
 
-def _split(samples: list, cfg: DictConfig, where: str) -> tuple[list, list]:
-    if not samples:
+def _split(count: int, cfg: DictConfig, where: str) -> tuple[list[int], list[int]]:
+    """Seeded, disjoint calibration / evaluation indices (evaluation reuses calibration
+    only when there is nothing else)."""
+    if not count:
         raise UserError(f"{where}: no samples found")
-    order = np.random.default_rng(cfg.seed).permutation(len(samples))
-    n_cal = min(cfg.calibration_size, len(samples))
-    cal = [samples[i] for i in order[:n_cal]]
-    rest = [samples[i] for i in order[n_cal:]] or cal
-    return cal, rest[: cfg.eval_size]
+    order = [int(i) for i in np.random.default_rng(cfg.seed).permutation(count)]
+    n_cal = min(cfg.calibration_size, count)
+    rest = order[n_cal:] or order[:n_cal]
+    return order[:n_cal], rest[: cfg.eval_size]
+
+
+def _folder(cfg: DictConfig) -> Path:
+    folder = Path(cfg.path or "")
+    if not cfg.path:
+        raise UserError(f"data.path: missing (data={cfg.kind} needs data.path=FOLDER)")
+    if not folder.is_dir():
+        raise UserError(f"data.path: '{cfg.path}' is not a folder (data={cfg.kind} needs one)")
+    return folder
+
+
+def source_files(cfg: DictConfig) -> list[Path]:
+    """The files a data config reads (their contents key the quantize stage's cache entry);
+    listing them is also the door's check that the source is well formed."""
+    found = labelled.listing(cfg)
+    if found is not None:
+        extra = [Path(cfg.path)] if cfg.kind == "image_list" else []
+        return extra + found.files
+    if cfg.kind == "images":
+        return sorted(p for p in _folder(cfg).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if cfg.kind == "npy":
+        return sorted(_folder(cfg).glob("*.npy"))
+    return []
+
+
+def _npy(path: Path, shape: tuple[int, ...]) -> np.ndarray:
+    arr = np.load(path)
+    arr = arr[None] if arr.ndim == len(shape) - 1 else arr
+    return _check(arr, shape, str(path))
 
 
 def load(cfg: DictConfig, inputs: list[ModelInput]) -> Dataset:
@@ -104,20 +107,12 @@ def load(cfg: DictConfig, inputs: list[ModelInput]) -> Dataset:
         cal = [{name: _check(x[None], shape, "data=digits")} for x in x_tr[: cfg.calibration_size]]
         ev = [{name: _check(x[None], shape, "data=digits")} for x in x_te[: cfg.eval_size]]
         return Dataset(cal, ev, y_te[: cfg.eval_size])
-    folder = Path(cfg.path or "")
-    if not cfg.path or not folder.is_dir():
-        raise UserError(f"data.path: '{cfg.path}' is not a folder (data={kind} needs one)")
-    if kind == "images":
-        files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-        samples = [_check(preprocess_image(p, cfg, shape), shape, str(p)) for p in files]
-    elif kind == "npy":
-        files = sorted(folder.glob("*.npy"))
-        samples = []
-        for p in files:
-            arr = np.load(p)
-            arr = arr[None] if arr.ndim == len(shape) - 1 else arr
-            samples.append(_check(arr, shape, str(p)))
-    else:
-        raise UserError(f"data.kind: must be synthetic, digits, images or npy, got '{kind}'")
-    cal, ev = _split(samples, cfg, f"data.path '{folder}'")
-    return Dataset([{name: s} for s in cal], [{name: s} for s in ev], None)
+    found = labelled.listing(cfg)
+    files = found.files if found is not None else source_files(cfg)
+    cal_idx, ev_idx = _split(len(files), cfg, f"data.path '{cfg.path}'")
+    read = _npy if kind == "npy" else (
+        lambda p, s: _check(preprocess_image(p, cfg, s), s, str(p)))
+    decoded = {i: read(files[i], shape) for i in dict.fromkeys(cal_idx + ev_idx)}
+    labels = found.labels[ev_idx] if found is not None else None
+    return Dataset([{name: decoded[i]} for i in cal_idx], [{name: decoded[i]} for i in ev_idx],
+                   labels)

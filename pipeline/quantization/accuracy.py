@@ -1,7 +1,7 @@
 """How much accuracy quantization costs, end to end and layer by layer.
 
-- End metrics on the evaluation split, all from onnxruntime: top-1 (when labels exist),
-  top-1 agreement and mean output cosine against the fp32 model.
+- End metrics: ``evaluation.py`` (the configured metric against labels, agreement and
+  output cosine against the fp32 model).
 - *Accumulated* per-layer errors (RKNN-Toolkit2's default): run the whole quantized model
   and compare every layer's dequantized output with the float model's, using
   onnxruntime's ``qdq_loss_debug`` to expose and match the same named tensors.
@@ -24,6 +24,7 @@ from onnxruntime.quantization import qdq_loss_debug as qdq
 
 from pipeline import onnx_io
 from pipeline.errors import UserError
+from pipeline.quantization.layers import Layer
 from pipeline.quantization.schemes import ListReader
 
 
@@ -46,19 +47,6 @@ def run_outputs(model: onnx.ModelProto | Path, feeds: list[dict]) -> list[np.nda
     proto = onnx.load(model) if isinstance(model, Path) else model
     sess = onnx_io.session(proto)
     return [outputs[0] for outputs in onnx_io.run_all(sess, feeds)]
-
-
-def end_metrics(ref: list[np.ndarray], got: list[np.ndarray], labels: np.ndarray | None
-                ) -> dict[str, float]:
-    ref_top = np.array([int(np.argmax(r)) for r in ref])
-    got_top = np.array([int(np.argmax(g)) for g in got])
-    out = {"top1_agreement": float(np.mean(ref_top == got_top)),
-           "output_cosine": float(np.mean([cosine(r, g) for r, g in zip(ref, got,
-                                                                        strict=True)]))}
-    if labels is not None:
-        out["accuracy_top1"] = float(np.mean(got_top == labels))
-        out["accuracy_top1_float"] = float(np.mean(ref_top == labels))
-    return out
 
 
 def _without_weight_saves(path: Path) -> None:
@@ -119,15 +107,28 @@ def _tensor_errors(match: dict) -> dict:
             "sqnr_db": sqnr_db(ref64, got64)}
 
 
-def by_layer(model: onnx.ModelProto, errors: dict[str, dict]) -> list[dict]:
-    """Errors in graph order, one row per node whose output was compared."""
+LAYER_COLUMNS = ("layer", "op", "tensor", "cosine", "max_abs_error", "sqnr_db",
+                 "isolated_cosine", "isolated_output_cosine", "isolated_drop_points")
+
+
+def by_layer(layers: list[Layer], errors: dict[str, dict], isolated: dict[str, dict]
+             ) -> list[dict]:
+    """One row per layer (``quantization/layers.py``) in graph order: its accumulated error
+    in the final model (empty where a layer stayed float) and, when the isolated runs were
+    made, its error quantized alone and the model's output cosine / objective drop then."""
     rows = []
-    for node in model.graph.node:
-        out = node.output[0] if node.output else ""
-        if out in errors:
-            rows.append({"layer": node.name, "op": node.op_type, "tensor": out, **errors[out]})
+    for layer in layers:
+        alone = isolated.get(layer.name)
+        row = {"layer": layer.name, "op": layer.op, "tensor": layer.tensor,
+               **errors.get(layer.tensor, {"cosine": None, "max_abs_error": None,
+                                           "sqnr_db": None}),
+               "isolated_cosine": alone["cosine"] if alone else None,
+               "isolated_output_cosine": alone["scores"]["output_cosine"] if alone else None,
+               "isolated_drop_points": alone["drop_points"] if alone else None}
+        rows.append(row)
     return rows
 
 
 def first_jump(rows: list[dict], key: str, threshold: float) -> str | None:
-    return next((r["layer"] for r in rows if r.get(key, 1.0) < threshold), None)
+    return next((r["layer"] for r in rows if r.get(key) is not None and r[key] < threshold),
+                None)

@@ -74,18 +74,17 @@ def compute_nodes(model: onnx.ModelProto) -> list[str]:
     return [n.name for n in model.graph.node if n.op_type in COMPUTE_OPS]
 
 
-def float_nodes(model: onnx.ModelProto, cfg: DictConfig) -> list[str]:
-    """Nodes kept in float: by name / fnmatch pattern, and the first / last N compute layers."""
+def float_nodes(model: onnx.ModelProto, cfg: DictConfig,
+                layers: list[tuple[str, ...]]) -> list[str]:
+    """Nodes kept in float: by name / fnmatch pattern, and every node of the first / last N
+    layers (``quantization/layers.py``: a compute node and the activation that follows)."""
     names = [n.name for n in model.graph.node]
     keep = {n for pattern in cfg.keep_float for n in names if fnmatch.fnmatch(n, pattern)}
     unknown = [p for p in cfg.keep_float if not any(fnmatch.fnmatch(n, p) for n in names)]
     if unknown:
         raise UserError(f"quant.keep_float: no node matches '{unknown[0]}'")
-    compute = compute_nodes(model)
-    keep |= set(compute[: cfg.keep_first_n])
-    if cfg.keep_last_n:
-        keep |= set(compute[-cfg.keep_last_n:])
-    return sorted(keep)
+    chosen = layers[: cfg.keep_first_n] + (layers[-cfg.keep_last_n:] if cfg.keep_last_n else [])
+    return sorted(keep | {n for layer in chosen for n in layer})
 
 
 def named(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -34,6 +34,12 @@ class Stage(abc.ABC):
 
     chain_name: str = ""  # the name the chain runs this stage under (set by build_chain)
 
+    def external_files(self, cfg: DictConfig) -> list[Path]:
+        """Files outside the run that ``run`` reads (a user's model, a data folder): their
+        contents are part of the stage's cache key, so an edited file is never served
+        from the cache. Listing them may raise UserError for a malformed source."""
+        return []
+
     @abc.abstractmethod
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         """Read ``inputs``, write artifacts into ``out_dir``, return metrics."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hardware.profile import profile_from_config
 from ops.graph import QDQ_OPS, from_onnx
 from pipeline import onnx_io
 from pipeline.artifacts import write_json, write_text
+from pipeline.compiler import precision_curve
 from pipeline.compiler.annotate import annotate
 from pipeline.compiler.driver import compile_graph
 from pipeline.compiler.report import compile_log, fallback_summary, print_summary
@@ -39,6 +41,7 @@ class CompileStage(Stage):
                                              "buffers": plan["buffers"]})
         write_text(out_dir / "compile.log", compile_log(plan))
         print_summary(plan)
+        curve_metrics = self._precision_curve(inputs, cfg, profile, out_dir)
         kernels = plan["kernels"]
         npu = [k for k in kernels if k["target"] == "npu"]
         fallback = fallback_summary(plan)
@@ -63,4 +66,29 @@ class CompileStage(Stage):
             "placement_moved_kernels": plan["placement"]["moved"],
             "compile_estimated_cycles": sum(k["cost"]["total_cycles"] for k in kernels)
             + sum(t["cycles"] for t in plan["transfers"]),
+            **curve_metrics,
         })
+
+    @staticmethod
+    def _precision_curve(inputs: StageInputs, cfg: DictConfig, profile, out_dir: Path) -> dict:
+        """compile/auto_curve.json (+ .png): automatic mixed precision's accepted points,
+        costed on this hardware (pipeline/compiler/precision_curve.py)."""
+        quantize = inputs.get("quantize")
+        if quantize is None or not (quantize / "auto_curve.json").is_file():
+            return {}
+        upstream = {k: v for k, v in inputs.items() if k != "quantize"}
+        points = precision_curve.cost_points(
+            json.loads((quantize / "auto_curve.json").read_text()), latest_model(upstream),
+            quantize / "calibration.json", cfg.quant, cfg.compile, profile)
+        accuracy = json.loads((quantize / "accuracy.json").read_text())
+        objective = accuracy.get("eval_objective") or "output_cosine"
+        write_json(out_dir / "auto_curve.json", points)
+        precision_curve.plot(points, objective, accuracy.get(f"{objective}_float"),
+                             out_dir / "auto_curve.png")
+        first, last = points[0], points[-1]
+        log.info("quant.auto on %s: plain int8 %.3f ms, %s %.4f -> %.3f ms, %.4f with %d float "
+                 "layers (%+.1f%% latency)", profile.name, first["latency_ms"], objective,
+                 first[objective], last["latency_ms"], last[objective], last["float_layers"],
+                 100 * (last["latency_ms"] / first["latency_ms"] - 1))
+        return {"auto_int8_latency_ms": first["latency_ms"],
+                "auto_latency_cost_ms": last["latency_ms"] - first["latency_ms"]}

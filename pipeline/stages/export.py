@@ -22,6 +22,10 @@ class ExportStage(Stage):
     version = "1"
     config_keys = ("model",)
 
+    def external_files(self, cfg: DictConfig) -> list[Path]:
+        m = cfg.model
+        return [onnx_io.resolve_path(f) for f in (m.path, m.get("weights")) if f]
+
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         m = cfg.model
         where = f"model.path '{m.path}'" if m.source == "onnx" else f"model '{m.name}'"

@@ -3,10 +3,12 @@ accuracy report from onnxruntime runs on the configured data."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import matplotlib
@@ -14,13 +16,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import onnx
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from pipeline import metrics as metric_components
 from pipeline import onnx_io
 from pipeline.artifacts import save_figure, write_csv, write_json
 from pipeline.datasets import loaders
 from pipeline.errors import UserError
-from pipeline.quantization import accuracy, schemes
+from pipeline.quantization import accuracy, auto, schemes, sensitivity
+from pipeline.quantization import layers as qlayers
+from pipeline.quantization.evaluation import Evaluator
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
 
 log = logging.getLogger(__name__)
@@ -53,30 +58,40 @@ def _inputs(model: onnx.ModelProto) -> list[loaders.ModelInput]:
     return out
 
 
-def _target_met(metrics: dict, base: dict, target: DictConfig) -> bool:
-    if target.get("min_output_cosine") is not None:
-        return metrics["output_cosine"] >= target.min_output_cosine
-    drop_pp = 100 * (base.get("accuracy_top1", base["top1_agreement"])
-                     - metrics.get("accuracy_top1", metrics["top1_agreement"]))
-    return drop_pp <= target.max_top1_drop
+def _metric(cfg: DictConfig, model: onnx.ModelProto, labels) -> metric_components.Metric | None:
+    if labels is None:
+        return None
+    spec = OmegaConf.to_container(cfg.eval.metric, resolve=True)
+    assert isinstance(spec, dict)
+    return metric_components.build(spec, {p.key: p.value for p in model.metadata_props})
 
 
 class QuantizeStage(Stage):
     name = "quantize"
-    version = "1"
-    config_keys = ("quant", "data")
+    version = "2"
+    config_keys = ("quant", "data", "eval")
+
+    def external_files(self, cfg: DictConfig) -> list[Path]:
+        return loaders.source_files(cfg.data)
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         q = cfg.quant
         model = schemes.named(onnx.load(latest_model(inputs)))
         schemes.refuse_prequantized(model, q.scheme)
         data = loaders.load(cfg.data, _inputs(model))
+        metric = _metric(cfg, model, data.labels)
         eval_feeds, cal_feeds = data.feeds("evaluation"), data.feeds("calibration")
         extra: dict = {}
         # the float model's evaluation runs in onnxruntime (GIL released) while calibration
         # and quantization, mostly Python, go on: both cores busy
         with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(1) as background:
             reference_job = background.submit(accuracy.run_outputs, model, eval_feeds)
+
+            @functools.cache
+            def judge() -> Evaluator:
+                return Evaluator(reference_job.result(), data.labels, metric,
+                                 cfg.eval.objective)
+
             float_path = Path(tmp) / "float.onnx"
             onnx.save(model, float_path)
             if q.scheme == "none":
@@ -84,106 +99,94 @@ class QuantizeStage(Stage):
             elif q.scheme == "fp16":
                 onnx_io.save_model(schemes.to_fp16(model), out_dir / "model.onnx")
             elif q.scheme == "int8":
-                extra = self._int(model, float_path, data, q, out_dir, Path(tmp),
-                                  reference_job)
+                extra = self._int(model, float_path, data, q, out_dir, Path(tmp), judge)
             else:
                 raise UserError(f"quant.scheme: must be none, fp16 or int8, got '{q.scheme}'")
-        reference = reference_job.result()
-        quantized = onnx.load(out_dir / "model.onnx")
-        metrics = accuracy.end_metrics(reference, accuracy.run_outputs(quantized, eval_feeds),
-                                       data.labels)
+            quantized = onnx.load(out_dir / "model.onnx")
+            metrics = judge().scores(accuracy.run_outputs(quantized, eval_feeds))
+        if judge().labelled:
+            metrics["accuracy"] = metrics[cfg.eval.objective]
+            metrics["accuracy_float"] = metrics[f"{cfg.eval.objective}_float"]
         metrics["model_size_bytes"] = (out_dir / "model.onnx").stat().st_size
         metrics.update(extra.pop("metrics", {}))
-        write_json(out_dir / "accuracy.json", {"scheme": q.scheme, **metrics, **extra,
-                                               "eval_samples": len(eval_feeds),
-                                               "calibration_samples": len(cal_feeds)})
+        write_json(out_dir / "accuracy.json", {
+            "scheme": q.scheme, **metrics, **extra,
+            "eval_metric": cfg.eval.name if judge().labelled else None,
+            "eval_objective": cfg.eval.objective if judge().labelled else None,
+            "eval_samples": len(eval_feeds), "calibration_samples": len(cal_feeds)})
         log.info("quantize %s: %s", q.scheme, {k: round(v, 4) for k, v in metrics.items()
                                               if isinstance(v, float)})
         return StageResult(metrics)
 
     def _int(self, model, float_path: Path, data, q: DictConfig, out_dir: Path, tmp: Path,
-             reference_job: Future) -> dict:
+             judge: Callable[[], Evaluator]) -> dict:
         cache = out_dir / "calibration.json"
         schemes.calibrate(float_path, data.feeds("calibration"), q, cache)
-        exclude = schemes.float_nodes(model, q)
-        analysis = q.analysis
-        samples = data.feeds("evaluation")[: analysis.samples]
+        schemes.quantize_int(float_path, tmp / "all.onnx", cache, q, [])
+        units = qlayers.layers(model, qlayers.quantized_tensors(onnx.load(tmp / "all.onnx")))
+        exclude = schemes.float_nodes(model, q, [u.nodes for u in units if u.is_compute])
+        analysis, feeds = q.analysis, data.feeds("evaluation")
+        layer_feeds = feeds[: analysis.samples]
         isolated: dict[str, dict] = {}
         if analysis.isolated or q.auto.enabled:
-            isolated = self._isolated(model, float_path, cache, q, tmp, samples, exclude)
-        curve: list[dict] = []
+            count = q.auto.samples if q.auto.enabled else analysis.samples
+            candidates = [u for u in units if not set(u.nodes) & set(exclude)]
+            float_outputs = sensitivity.float_layer_outputs(model, candidates, layer_feeds)
+            isolated = sensitivity.isolated(float_path, cache, q, tmp, candidates,
+                                            feeds[:count], judge().subset(count),
+                                            float_outputs, len(layer_feeds))
+        extra: dict = {"metrics": {}}
         if q.auto.enabled:
-            exclude, curve = self._auto(float_path, cache, q, tmp, data,
-                                        reference_job.result(), exclude, isolated)
-        schemes.quantize_int(float_path, out_dir / "model.onnx", cache, q, exclude)
-        extra = {"float_layers": exclude, "auto_curve": curve, "metrics": {
-            "quant_float_layers": len(exclude)}}
+            found = self._auto(float_path, cache, q, tmp, units, isolated, exclude, feeds,
+                               judge())
+            exclude = found.exclude
+            extra["auto"] = {"stop": found.stop, "float_layers": found.float_layers,
+                             "trials": len(found.curve) - 1}
+            write_json(out_dir / "auto_curve.json", found.curve)
+            self._plot_curve(found.curve, judge(), out_dir / "auto_curve.png")
+        if exclude:
+            schemes.quantize_int(float_path, out_dir / "model.onnx", cache, q, exclude)
+        else:  # the fully quantized model made above to find the layers
+            shutil.copyfile(tmp / "all.onnx", out_dir / "model.onnx")
+        extra["float_layers"] = exclude  # node names, as quant.keep_float takes them
+        extra["metrics"]["quant_float_layers"] = sum(1 for u in units
+                                                     if set(u.nodes) & set(exclude))
         if analysis.layers:
-            errors, _ = accuracy.layer_errors(float_path, out_dir / "model.onnx", samples)
-            rows = accuracy.by_layer(model, errors)
-            for r in rows:
-                r["isolated_cosine"] = isolated.get(r["layer"], {}).get("cosine")
-                r["isolated_output_cosine"] = isolated.get(r["layer"], {}).get("output_cosine")
+            errors, _ = accuracy.layer_errors(float_path, out_dir / "model.onnx", layer_feeds)
+            rows = accuracy.by_layer(units, errors, isolated)
             self._layers_csv(rows, out_dir / "layers.csv")
             self._plot_layers(rows, out_dir / "layer_error.png")
             jump = accuracy.first_jump(rows, "cosine", analysis.jump_cosine)
             if jump:
-                log.warning("first layer whose output cosine drops below %.3f: '%s'",
+                log.warning("first layer whose output cosine drops below %s: '%s'",
                             analysis.jump_cosine, jump)
-            extra["metrics"]["min_layer_cosine"] = min((r["cosine"] for r in rows),
-                                                       default=1.0)
+            extra["metrics"]["min_layer_cosine"] = min(
+                (r["cosine"] for r in rows if r["cosine"] is not None), default=1.0)
             extra["first_jump_layer"] = jump
-        if curve:
-            self._plot_curve(curve, q, out_dir / "auto_curve.png")
         return extra
 
     @staticmethod
-    def _isolated(model, float_path: Path, cache: Path, q, tmp: Path, samples, exclude):
-        """Quantize each compute layer alone: its own output error and the model's."""
-        ref = accuracy.run_outputs(model, samples)
-        out, float_acts = {}, None
-        outputs = {n.name: n.output[0] for n in model.graph.node}
-        for node in schemes.compute_nodes(model):
-            if node in exclude:
-                continue
-            path = tmp / f"only_{len(out)}.onnx"
-            schemes.quantize_int(float_path, path, cache, q, [], only=[node])
-            errors, float_acts = accuracy.layer_errors(float_path, path, samples, float_acts)
-            got = accuracy.run_outputs(path, samples)
-            out[node] = {**errors.get(outputs[node], {"cosine": 1.0}),
-                         "output_cosine": accuracy.end_metrics(ref, got, None)["output_cosine"]}
-        return out
+    def _auto(float_path: Path, cache: Path, q, tmp: Path, units, isolated, exclude, feeds,
+              judge: Evaluator) -> auto.Search:
+        def build(nodes: list[str]) -> list:
+            path = tmp / "trial.onnx"
+            schemes.quantize_int(float_path, path, cache, q, nodes)
+            return accuracy.run_outputs(path, feeds)
 
-    @staticmethod
-    def _auto(float_path: Path, cache: Path, q, tmp: Path, data, reference, exclude,
-              isolated) -> tuple[list[str], list[dict]]:
-        """Keep the fewest most-sensitive layers float that meet ``quant.auto.target``."""
-        ranked = sorted(isolated, key=lambda n: (isolated[n]["output_cosine"], n))
-        feeds = data.feeds("evaluation")
-        base = accuracy.end_metrics(reference, reference, data.labels)
-        curve = []
-        for k in range(min(q.auto.max_float_layers, len(ranked)) + 1):
-            trial = sorted(set(exclude) | set(ranked[:k]))
-            path = tmp / f"auto_{k}.onnx"
-            schemes.quantize_int(float_path, path, cache, q, trial)
-            m = accuracy.end_metrics(reference, accuracy.run_outputs(path, feeds), data.labels)
-            curve.append({"float_layers": k, "layers": ranked[:k], **m})
-            if _target_met(m, base, q.auto.target):
-                return trial, curve
-        log.warning("quant.auto: target not met with %d float layers", len(curve) - 1)
-        return sorted(set(exclude) | set(ranked[: len(curve) - 1])), curve
+        found = auto.search(auto.rank(units, isolated, judge), exclude, build, judge, q.auto)
+        log.info(auto.summary(found, judge))
+        return found
 
     @staticmethod
     def _layers_csv(rows: list[dict], path: Path) -> None:
-        cols = ["layer", "op", "tensor", "cosine", "max_abs_error", "sqnr_db",
-                "isolated_cosine", "isolated_output_cosine"]
-        write_csv(path, rows, cols)
+        write_csv(path, rows, list(rows[0]) if rows else list(accuracy.LAYER_COLUMNS))
 
     @staticmethod
     def _plot_layers(rows: list[dict], path: Path) -> None:
         fig, ax = plt.subplots(figsize=(11, 4))
         xs = range(len(rows))
-        ax.plot(xs, [r["cosine"] for r in rows], marker=".", label="accumulated (whole model)")
+        ax.plot(xs, [r["cosine"] if r["cosine"] is not None else float("nan") for r in rows],
+                marker=".", label="accumulated (whole model; gaps: layers kept float)")
         iso = [(i, r["isolated_cosine"]) for i, r in enumerate(rows)
                if r["isolated_cosine"] is not None]
         if iso:
@@ -197,17 +200,20 @@ class QuantizeStage(Stage):
         save_figure(fig, path)
 
     @staticmethod
-    def _plot_curve(curve: list[dict], q, path: Path) -> None:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        key = "output_cosine" if q.auto.target.get("min_output_cosine") is not None else (
-            "accuracy_top1" if "accuracy_top1" in curve[0] else "top1_agreement")
-        ax.plot([c["float_layers"] for c in curve], [c[key] for c in curve], marker="o")
-        goal = q.auto.target.get("min_output_cosine")
-        if goal is not None:
-            ax.axhline(goal, color="grey", linestyle="--", label="target")
-            ax.legend()
-        ax.set_xlabel("layers kept in float (most sensitive first)")
+    def _plot_curve(curve: list[dict], judge: Evaluator, path: Path) -> None:
+        key = judge.objective_key if judge.labelled else "output_cosine"
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        kept = [p for p in curve if p["kept"]]
+        tried = [p for p in curve if not p["kept"]]
+        ax.plot([p["float_layers"] for p in kept], [p[key] for p in kept], marker="o",
+                label="kept (improves)")
+        ax.scatter([p["float_layers"] + 1 for p in tried], [p[key] for p in tried],
+                   marker="x", color="#d62728", label="tried, rejected", zorder=3)
+        if judge.labelled:
+            ax.axhline(judge.float_scores[key], color="grey", linestyle="--", label="fp32")
+        ax.set_xlabel("layers kept float")
         ax.set_ylabel(key)
-        ax.set_title("automatic mixed precision")
+        ax.set_title("automatic mixed precision (latency per point: compile/auto_curve.json)")
+        ax.legend()
         fig.tight_layout()
         save_figure(fig, path)

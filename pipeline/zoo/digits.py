@@ -42,6 +42,12 @@ def _train_and_export(seed: int, opset: int, hidden: tuple[int, ...]) -> onnx.Mo
     del model.opset_import[:]
     model.opset_import.append(onnx.helper.make_opsetid("", opset))
     model.graph.name = "digits_mlp"
+    # skl2onnx names nodes after tensors of other ops (a Softmax called "Relu2"); reports
+    # and quant.keep_float address nodes by name, so name each after its op: gemm1, relu1...
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+        node.name = f"{node.op_type.lower()}{counts[node.op_type]}"
     return model
 
 
@@ -50,7 +56,8 @@ def digits_mlp(seed: int, opset: int, cache_dir: str, hidden: list[int] | None =
     import sklearn
 
     layers = tuple(hidden or (128, 64))
-    key = json.dumps([seed, opset, layers, sklearn.__version__, digits.HELD_OUT_FRACTION])
+    key = json.dumps([seed, opset, layers, sklearn.__version__, digits.HELD_OUT_FRACTION,
+                      "op-names"])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     path = Path(cache_dir) / "zoo" / f"digits_mlp-{digest}.onnx"
     if path.exists():
