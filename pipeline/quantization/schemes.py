@@ -32,10 +32,11 @@ from onnxruntime.quantization import (
 from onnxruntime.quantization.calibrate import TensorsData, save_tensors_data
 
 from ops.graph import QDQ_OPS
+from ops.quant import WEIGHTED_OPS
 from pipeline import onnx_io
 from pipeline.errors import UserError
 
-COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+COMPUTE_OPS = WEIGHTED_OPS  # the ops a layer is anchored on (ops/quant.py)
 QTYPES = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8, "int16": QuantType.QInt16,
           "uint16": QuantType.QUInt16}
 METHODS = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
@@ -68,10 +69,6 @@ def refuse_prequantized(model: onnx.ModelProto, scheme: str) -> None:
     if found and scheme != "none":
         raise UserError(f"quant.scheme={scheme}: the model is already quantized "
                         f"({', '.join(found)}); use quant=none to compile it as shipped")
-
-
-def compute_nodes(model: onnx.ModelProto) -> list[str]:
-    return [n.name for n in model.graph.node if n.op_type in COMPUTE_OPS]
 
 
 def float_nodes(model: onnx.ModelProto, cfg: DictConfig,
