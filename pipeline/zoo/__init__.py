@@ -8,7 +8,7 @@ from functools import partial
 import onnx
 
 from pipeline.zoo.classic import inception_v1, mobilenet_v1, vgg16
-from pipeline.zoo.cnn import mobilenet_v2, resnet18, resnet50
+from pipeline.zoo.cnn import mobilenet_v2, resnet18, resnet50, resnet152
 from pipeline.zoo.digits import digits_mlp
 from pipeline.zoo.transformer import bert_encoder
 from pipeline.zoo.yolo import yolov5, yolov5s
@@ -17,6 +17,7 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenet_v2": mobilenet_v2,
     "resnet18": resnet18,
     "resnet50": resnet50,
+    "resnet152": resnet152,
     "yolov5s": yolov5s,
     "yolov5n": partial(yolov5, depth_multiple=0.33, width_multiple=0.25, name="yolov5n"),
     "yolov5m": partial(yolov5, depth_multiple=0.67, width_multiple=0.75, name="yolov5m"),

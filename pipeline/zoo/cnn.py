@@ -71,7 +71,8 @@ def _bottleneck(g: GraphBuilder, x: str, planes: int, stride: int) -> str:
 def resnet(depth: int, seed: int, opset: int, num_classes: int = 1000, image_size: int = 224
            ) -> onnx.ModelProto:
     blocks = {18: (_basic_block, (2, 2, 2, 2)), 34: (_basic_block, (3, 4, 6, 3)),
-              50: (_bottleneck, (3, 4, 6, 3)), 101: (_bottleneck, (3, 4, 23, 3))}
+              50: (_bottleneck, (3, 4, 6, 3)), 101: (_bottleneck, (3, 4, 23, 3)),
+              152: (_bottleneck, (3, 8, 36, 3))}
     if depth not in blocks:
         raise ValueError(f"model.params.depth: ResNet depth must be one of {sorted(blocks)}")
     block, repeats = blocks[depth]
@@ -92,3 +93,7 @@ def resnet18(seed: int, opset: int, **params) -> onnx.ModelProto:
 
 def resnet50(seed: int, opset: int, **params) -> onnx.ModelProto:
     return resnet(50, seed, opset, **params)
+
+
+def resnet152(seed: int, opset: int, **params) -> onnx.ModelProto:
+    return resnet(152, seed, opset, **params)
