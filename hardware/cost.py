@@ -95,7 +95,7 @@ def operand_bytes(work: Work, precision: str, a_in_dram: bool, c_to_dram: bool,
     they are resident in SRAM, the compressed size when the profile compresses them)."""
     act_w, wt_w, acc_w = WIDTHS[precision]
     return OperandBytes(
-        a=work.input_elems * act_w if a_in_dram else 0,
+        a=math.ceil(work.input_elems * work.input_dram_ratio) * act_w if a_in_dram else 0,
         b=work.weight_elems * wt_w if weight_bytes is None else weight_bytes,
         c=work.output_elems * act_w if c_to_dram else 0,
         acc_width=acc_w,

@@ -43,6 +43,10 @@ class Work:
     weight_elems: int = 0  # constant operands read (weights, biases, tables)
     output_elems: int = 0
     gemm: GemmShape | None = None
+    # DRAM bytes of the inputs per on-chip byte: below 1 when the NPU pads the channels of
+    # an input the host wrote unpadded (a graph input: the image crosses the link as 3
+    # channels, the array sees 8 or 16)
+    input_dram_ratio: float = 1.0
 
     @property
     def flops(self) -> int:

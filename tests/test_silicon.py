@@ -93,6 +93,30 @@ def test_double_buffered_dma_exposes_one_latency_per_stream_not_per_tile():
         fine.memory_cycles + 100 * lat  # a single buffer waits for every burst
 
 
+def _stem_conv_model(cin: int):
+    w = numpy_helper.from_array(np.ones((16, cin, 3, 3), np.float32) * 0.01, "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="stem", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "stem", [helper.make_tensor_value_info("x", 1, [1, cin, 32, 32])],
+        [helper.make_tensor_value_info("y", 1, [1, 16, 32, 32])], [w])
+    return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize("name", ["rk3588", "edge_tpu", "ethos_u55_256"])
+def test_a_graph_input_is_read_from_dram_at_the_size_the_host_wrote(name):
+    """The array pads 3 image channels to the profile's alignment, but the image in DRAM
+    (host memory, over the link on the Edge TPU) is the host's 3 channels."""
+    p = dataclasses.replace(_profile(name), cores=1)
+    assert p.channel_alignment > 3
+    rgb = _compile(_stem_conv_model(3), p)["kernels"][0]
+    padded = _compile(_stem_conv_model(p.channel_alignment), p)["kernels"][0]
+    assert rgb["gemm"] == padded["gemm"]  # the same array work, weights and output ...
+    assert padded["cost"]["compulsory_dram_bytes"] - rgb["cost"]["compulsory_dram_bytes"] \
+        == (p.channel_alignment - 3) * 32 * 32  # ... but only 3 channels read
+    assert rgb["cost"]["dram_bytes"] < padded["cost"]["dram_bytes"]
+
+
 # -- depthwise in the MAC engine's channel-parallel mode ------------------------------------
 
 @pytest.mark.parametrize(("channels", "height", "width", "kernel"),

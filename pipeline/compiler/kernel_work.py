@@ -66,7 +66,9 @@ def _up(value: int, multiple: int) -> int:
 
 def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int) -> Work:
     """Pad channels to the NPU's multiple: the GEMM (so compute cycles) and the bytes grow;
-    ``macs`` stays the useful count, so utilization shows the waste."""
+    ``macs`` stays the useful count, so utilization shows the waste. Inputs the host wrote
+    (graph inputs) stay unpadded in DRAM: the padding happens as the NPU loads them, so
+    their DRAM bytes are the tensors' own (``input_dram_ratio``)."""
     if alignment <= 1 or work.gemm is None:
         return work
     g = work.gemm
@@ -82,8 +84,9 @@ def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int) -> Work:
     else:
         gemm = replace(g, k=_up(g.k, alignment), n=_up(g.n, alignment))
         in_scale, out_scale = gemm.k / g.k, gemm.n / g.n
+    host_written = bool(kernel.inputs) and all(t in graph.inputs for t in kernel.inputs)
     return replace(
-        work, gemm=gemm,
+        work, gemm=gemm, input_dram_ratio=1 / in_scale if host_written else 1.0,
         input_elems=math.ceil(work.input_elems * in_scale),
         output_elems=math.ceil(work.output_elems * out_scale),
         weight_elems=math.ceil(work.weight_elems * gemm.macs / max(g.macs, 1)),
