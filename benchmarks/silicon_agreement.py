@@ -5,7 +5,8 @@ estimators.
 
 The pairs are data (``benchmarks/silicon/published.yaml``: network, profile, published
 figure, citation, the npuflow overrides that describe the same network on the same chip);
-this script runs the real pipeline for each (int8, batch 1) and writes
+this script runs the real pipeline for each (batch 1, at the precision the figure was
+measured in: int8 unless the row's overrides say otherwise) and writes
 results/silicon_agreement.{md,json}: published figure, npuflow, ratio, and whether the
 ratio is inside the 0.67-1.5 band. Calibration uses 4 synthetic samples and the per-layer
 analysis is off: neither changes a cycle, both save minutes on VGG-16.

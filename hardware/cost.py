@@ -16,7 +16,7 @@ bandwidth.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hardware import energy as energy_model
 from hardware import host as host_model
@@ -31,7 +31,7 @@ from hardware.memory import (
     transfer_cycles,
 )
 from hardware.profile import HardwareProfile
-from hardware.systolic import compute_cycles, sram_accesses
+from hardware.systolic import ComputeEstimate, compute_cycles, sram_accesses
 from hardware.tiling import TilingChoice, search
 from hardware.vector import copy_cycles, vector_cycles
 from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, Work
@@ -103,14 +103,31 @@ def operand_bytes(work: Work, precision: str, a_in_dram: bool, c_to_dram: bool,
     )
 
 
+def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
+                  ) -> ComputeEstimate:
+    """The array's cycles for a GEMM with ideal memory: SCALE-Sim's systolic time, or the
+    output stage's if that drains slower. An output stage that takes ``output_per_cycle``
+    results per cycle, a group of ``cols`` kernels at a time (NVDLA's SDP after the
+    accumulator; RKNN-Toolkit2's rk3588 estimate charges ceil(N / 32) x 4 cycles per output
+    pixel whatever the input depth below 4 atoms), needs ceil(N / cols) x cols x M /
+    output_per_cycle cycles per group: thin, wide layers (16 -> 32 channels at 240x240, a
+    ConvTranspose to one channel) are bound by it, deep ones by the array."""
+    arr = profile.mac_array
+    est = compute_cycles(gemm, arr.rows, arr.cols, arr.dataflow,
+                         getattr(arr.throughput, precision))
+    if arr.output_per_cycle <= 0:
+        return est
+    drained = gemm.groups * math.ceil(gemm.n / arr.cols) * arr.cols * gemm.m
+    return replace(est, cycles=max(est.cycles, math.ceil(drained / arr.output_per_cycle)))
+
+
 def _array_cost(work: Work, precision: str, profile: HardwareProfile, tiling: Tiling | None,
                 a_in_dram: bool, c_to_dram: bool, weight_bytes: int | None) -> KernelCost:
     assert work.gemm is not None
     gemm = work.gemm
     arr = profile.mac_array
     act_w, wt_w, acc_w = WIDTHS[precision]
-    est = compute_cycles(gemm, arr.rows, arr.cols, arr.dataflow,
-                         getattr(arr.throughput, precision))
+    est = array_compute(gemm, profile, precision)
     tiling = tiling or default_tiling(gemm)
     sizes = operand_bytes(work, precision, a_in_dram, c_to_dram, weight_bytes)
     traffic = gemm_traffic(gemm, tiling, sizes)
@@ -184,9 +201,9 @@ def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
                 ) -> TilingChoice:
     """The best tiling of an array kernel within the SRAM budget (default: all of it)."""
     assert work.gemm is not None
-    g, arr = work.gemm, profile.mac_array
+    g = work.gemm
     act_w, wt_w, acc_w = WIDTHS[precision]
-    est = compute_cycles(g, arr.rows, arr.cols, arr.dataflow, getattr(arr.throughput, precision))
+    est = array_compute(g, profile, precision)
     sizes = operand_bytes(work, precision, a_in_dram, c_to_dram, weight_bytes)
     budget = int(profile.sram.size_kb * 1024) if sram_bytes is None else sram_bytes
     return search(g.m, g.n, g.k, g.groups, sizes, act_w, wt_w, acc_w, budget,

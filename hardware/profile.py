@@ -80,6 +80,9 @@ class MacArray:
     dataflow: Dataflow = MISSING  # ws | os | is (weight-, output-, input-stationary)
     throughput: PerPrecision = field(default_factory=PerPrecision)
     depthwise: DepthwiseMode = field(default_factory=DepthwiseMode)
+    # results the output stage (NVDLA's SDP, RKNN's DPU) takes per cycle, a whole group of
+    # ``cols`` kernels at a time; 0: it keeps up with the array (SCALE-Sim's assumption)
+    output_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 4096))
 
 
 @dataclass

@@ -53,19 +53,29 @@ def conv_work(node: Node, graph: Graph) -> Work:
 
 
 def conv_transpose_work(node: Node, graph: Graph) -> Work:
-    """Each input pixel scatters a kh x kw x (M/group) patch: MACs = N x C x H x W x M/g x k."""
-    x, w, _ = _shapes(node, graph)
+    """Each input pixel scatters a kh x kw x (M/group) patch: MACs = N x C x H x W x M/g x k.
+
+    The GEMM is the one an NPU runs: a convolution over the output grid (sub-pixel
+    convolution, Shi et al. CVPR 2016) whose taps are the kernel positions that land on one
+    output pixel, ceil(k / stride) per axis. RKNN-Toolkit2 costs a 2x2 / stride-2
+    ConvTranspose on rk3588 per output pixel, like a 1x1 convolution over the output."""
+    x, w, y = _shapes(node, graph)
     group = int(node.attrs.get("group", 1))
-    kernel = 1
-    for k in w[2:]:
+    strides = node.attrs.get("strides") or [1] * (len(w) - 2)
+    kernel = taps = 1
+    for k, s in zip(w[2:], strides, strict=True):
         kernel *= k
-    pixels = x[0]
+        taps *= -(-k // int(s))
+    in_pixels, out_pixels = x[0], y[0]
     for d in x[2:]:
-        pixels *= d
-    gemm = GemmShape(m=pixels, k=x[1] // group, n=w[1] * kernel, groups=group)
+        in_pixels *= d
+    for d in y[2:]:
+        out_pixels *= d
+    gemm = GemmShape(m=out_pixels, k=x[1] // group * taps, n=w[1], groups=group,
+                     width=y[-1] if len(y) > 2 else 0)
     return Work(
         unit=ARRAY,
-        macs=gemm.macs,
+        macs=in_pixels * (x[1] // group) * w[1] * kernel * group,
         input_elems=graph.tensors[node.inputs[0]].size,
         weight_elems=graph.tensors[node.inputs[1]].size,
         output_elems=graph.tensors[node.outputs[0]].size,

@@ -188,7 +188,7 @@ def test_depthwise_runs_where_the_profile_says():
         return _compile(graph, dataclasses.replace(
             rk, mac_array=dataclasses.replace(rk.mac_array, depthwise=mode)))
 
-    dw = "conv_2"
+    dw = "conv_14"  # 192 channels: whole groups of the engine's 64
     engine, on_vector, on_array = with_unit("engine"), with_unit("vector"), with_unit("array")
     assert _kernel(engine, dw)["depthwise"] and not _kernel(engine, "conv_1")["depthwise"]
     assert _kernel(engine, dw)["cost"]["unit"] == "array"

@@ -41,7 +41,11 @@ def test_conv_transpose_scatters_each_input_pixel():
     w = np.zeros((16, 8, 4, 4), np.float32)  # (C_in, C_out, kh, kw)
     g = one_node("ConvTranspose", {"x": [1, 16, 10, 10]}, [1, 8, 20, 20], {"w": w},
                  kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
-    assert _work(g).macs == 10 * 10 * 16 * 8 * 16
+    work = _work(g)
+    assert work.macs == 10 * 10 * 16 * 8 * 16
+    # run as a convolution over the 20x20 output: 2x2 of the 4x4 taps land on each pixel
+    assert (work.gemm.m, work.gemm.k, work.gemm.n) == (20 * 20, 16 * 2 * 2, 8)
+    assert work.gemm.macs == work.macs
 
 
 def test_gemm_with_transposed_weights():

@@ -18,10 +18,11 @@ from omegaconf import OmegaConf
 from onnx import helper, numpy_helper
 
 from hardware.compression import entropy_bytes
-from hardware.cost import bytes_per_cycle, latency_cycles, npu_kernel_cost
+from hardware.cost import array_compute, bytes_per_cycle, latency_cycles, npu_kernel_cost
 from hardware.depthwise import engine_cycles
 from hardware.memory import OperandBytes, Tiling, gemm_traffic
 from hardware.profile import DepthwiseMode, ProfileError, load_profile, profile_from_config
+from hardware.systolic import compute_cycles
 from hardware.timeline import schedule
 from ops.graph import from_onnx
 from ops.work import ARRAY, GemmShape, Work
@@ -154,6 +155,44 @@ def test_a_depthwise_engine_wider_than_the_array_is_refused():
     raw.mac_array.depthwise.pixels = 8
     with pytest.raises(ProfileError, match=r"mac_array\.depthwise"):
         profile_from_config(raw)
+
+
+# -- the output stage: how fast results leave the array ------------------------------------
+
+@pytest.mark.parametrize(("pixels", "cin", "cout", "rknn"),
+                         [(240 * 240, 16, 32, 230_400), (120 * 120, 12, 96, 172_800),
+                          (120 * 120, 48, 12, 57_600), (480 * 480, 24, 1, 921_600)])
+def test_rk3588_thin_layers_drain_at_rknns_output_stage_rate(pixels, cin, cout, rknn):
+    """RKNN-Toolkit2 2.5.0's rk3588 NPU-cycle estimates for PP-OCRv4 det layers (1x1
+    convolutions and the last 2x2 / 2 ConvTranspose, which ops/conv.py lowers to one tap per
+    output pixel): every one is ceil(Cout / 32) x 4 cycles per pixel, far above the array's
+    own time."""
+    p = _profile("rk3588")
+    assert array_compute(GemmShape(pixels, cin, cout), p, "int8").cycles == rknn
+
+
+@pytest.mark.parametrize(("channels", "side", "kernel", "rknn"),
+                         [(16, 240, 3, 518_400), (48, 120, 3, 129_600), (96, 60, 3, 64_800)])
+def test_rk3588_depthwise_engine_is_rknns_estimate(channels, side, kernel, rknn):
+    """RKNN-Toolkit2 2.5.0 (PP-OCRv4 det, rk3588): ceil(C / 64) x taps cycles per pixel."""
+    mode = _profile("rk3588").mac_array.depthwise
+    g = GemmShape(side * side, kernel * kernel, 1, groups=channels, width=side)
+    assert engine_cycles(g, mode, 1.0) == rknn
+
+
+@pytest.mark.parametrize("name", ["rk3588", "edge_tpu", "ethos_u55_256"])
+def test_the_output_stage_never_lowers_the_arrays_time_and_spares_deep_layers(name):
+    p = _profile(name)
+    deep, thin = GemmShape(15 * 15, 384, 384), GemmShape(240 * 240, 16, 32)
+    arr = p.mac_array
+    for g in (deep, thin):
+        assert array_compute(g, p, "int8").cycles >= compute_cycles(
+            g, arr.rows, arr.cols, arr.dataflow, arr.throughput.int8).cycles
+    assert array_compute(deep, p, "int8") == compute_cycles(
+        deep, arr.rows, arr.cols, arr.dataflow, arr.throughput.int8)
+    off = dataclasses.replace(p, mac_array=dataclasses.replace(arr, output_per_cycle=0.0))
+    assert array_compute(thin, off, "int8") == compute_cycles(
+        thin, arr.rows, arr.cols, arr.dataflow, arr.throughput.int8)
 
 
 # -- weights: cached on chip where they fit, streamed (compressed) where not ----------------
