@@ -3,10 +3,11 @@
     python benchmarks/calibrate_rk3588.py
 
 The measurements are rknn_model_zoo v2.3.2's single-core table (the rows of
-benchmarks/silicon/published.yaml with source rknn_zoo): one board, one SDK, one table, as
-a user's own measurements would be. ``npuflow-calibrate`` fits the parameters rk3588.yaml
-lists under ``calibrate:`` and reports, per network, the ratio before calibration, after
-(fitted on all rows) and leave-one-out (fitted on the others). The calibrated profile is
+benchmarks/silicon/published.yaml with source rknn_zoo, PP-OCRv4's files included): one
+board, one SDK, one table, as a user's own measurements would be. ``npuflow-calibrate``
+fits the parameters rk3588.yaml lists under ``calibrate:`` and reports, per network, the
+ratio before calibration, after (fitted on all rows) and leave-one-out (fitted on the
+others). The calibrated profile is
 written to a temporary config dir and copied into results/ for the record; conf/hardware
 is not touched.
 """
@@ -22,6 +23,7 @@ from _common import HERE, REPO, RESULTS, write_result
 from omegaconf import OmegaConf
 
 from pipeline.calibrate.cli import run
+from pipeline.onnx_io import resolve_path
 
 FAST = ["data.calibration_size=4", "data.eval_size=4", "quant.analysis.layers=false"]
 
@@ -33,8 +35,12 @@ def measurements(path: Path) -> int:
     for pair in data["pairs"]:
         if pair["source"] != "rknn_zoo":
             continue
-        extra = [o for o in pair["overrides"] if not o.startswith(("model=", "hardware="))]
+        extra = [o for o in pair["overrides"]
+                 if not o.startswith(("model=", "model.path=", "hardware="))]
         model = next(o.split("=", 1)[1] for o in pair["overrides"] if o.startswith("model="))
+        if model == "onnx":  # a user's file: the CSV names the file itself
+            model = str(resolve_path(next(o.split("=", 1)[1] for o in pair["overrides"]
+                                          if o.startswith("model.path="))))
         rows.append({"model": model, "overrides": " ".join(extra),
                      "latency_ms": pair["latency_ms"]})
     with path.open("w", newline="") as handle:
@@ -56,7 +62,8 @@ def main() -> None:
     report = (out / "report.md").read_text().split("\n", 2)[2]
     write_result("calibrate_rk3588", (
         f"rk3588 calibrated on the {n} single-core rows of rknn_model_zoo v2.3.2 "
-        "(benchmarks/silicon/published.yaml, source rknn_zoo), int8. Measurements, "
+        "(benchmarks/silicon/published.yaml, source rknn_zoo), int8 (PP-OCRv4 rec fp16, as "
+        "published). Measurements, "
         f"calibrated profile and plot: `{out.relative_to(REPO)}/`.\n\n" + report))
 
 
