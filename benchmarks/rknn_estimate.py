@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import onnx
 from _common import HERE, ensure_venv, run_npuflow, write_result
 from silicon_agreement import load_pairs, overrides
 
@@ -95,7 +96,6 @@ def rknn_layers(python: Path, onnx_file: Path, shape: list[int], precision: str,
 
 
 def input_shape(onnx_file: Path) -> list[int]:
-    import onnx
     dims = onnx.load(onnx_file, load_external_data=False).graph.input[0].type.tensor_type
     return [d.dim_value for d in dims.shape.dim]
 
@@ -103,8 +103,7 @@ def input_shape(onnx_file: Path) -> list[int]:
 def compare(pair: dict, python: Path, tmp: Path) -> dict:
     run_dir = tmp / "npuflow"
     precision = "fp16" if "quant=fp16" in pair["overrides"] else "int8"
-    run_npuflow(run_dir, *overrides(pair), "data.calibration_size=4", "data.eval_size=4",
-                "quant.analysis.layers=false", "run.cache=false")
+    run_npuflow(run_dir, *overrides(pair))  # silicon_agreement's runs, its fast settings
     onnx_file = run_dir / "optimize" / "model.onnx"  # the node names npuflow's plan uses
     rknn = rknn_layers(python, onnx_file, input_shape(onnx_file), precision, tmp)
     by_node = {row["node"]: row for row in rknn}
