@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from hardware import energy as energy_model
 from hardware import host as host_model
-from hardware.depthwise import engine_cycles, engine_efficiency
+from hardware.depthwise import engine_cycles, engine_efficiency, engine_rate
 from hardware.memory import (
     OperandBytes,
     Tiling,
@@ -172,7 +172,7 @@ def _streaming_cost(work: Work, precision: str, profile: HardwareProfile, a_in_d
         assert work.gemm is not None
         mode = profile.mac_array.depthwise
         compute = engine_cycles(work.gemm, mode,
-                                getattr(profile.mac_array.throughput, precision))
+                                engine_rate(mode, profile.mac_array.throughput, precision))
         efficiency = engine_efficiency(work.gemm, mode)
     else:
         unit = VECTOR

@@ -8,14 +8,15 @@ output pixels at once and consumes ``taps`` kernel taps per step of ``step_cycle
 cycles. Vela's performance model of Ethos-U (``npu_performance._estimate_conv_cycles``,
 ethos-u-vela 5.2.0) is this formula with the 2x2x8 output micro-block of the U55-256 and
 ``cycles = 4 x ceil(taps / 4)`` per micro-block; 16-bit activations take twice as long,
-which the precision's throughput (MACs per PE per cycle, 0.5 for int16) expresses.
+which the precision's throughput (MACs per PE per cycle, 0.5 for int16) expresses, unless
+the mode lists the precision in ``full_rate`` (RKNN's fp16 depthwise runs at the int8 rate).
 """
 
 from __future__ import annotations
 
 import math
 
-from hardware.profile import DepthwiseMode
+from hardware.profile import DepthwiseMode, PerPrecision
 from ops.work import GemmShape
 
 
@@ -28,6 +29,13 @@ def engine_cycles(gemm: GemmShape, mode: DepthwiseMode, throughput: float) -> in
     steps = (math.ceil(channels / mode.channels) * pixel_blocks(gemm, mode)
              * math.ceil(gemm.k / mode.taps))
     return math.ceil(steps * mode.step_cycles / throughput)
+
+
+def engine_rate(mode: DepthwiseMode, throughput: PerPrecision, precision: str) -> float:
+    """MACs per PE per cycle the engine sustains at ``precision``: the array's, or its
+    int8 rate for a precision in ``mode.full_rate`` that runs on the NPU at all."""
+    rate = getattr(throughput, precision)
+    return throughput.int8 if rate > 0 and precision in mode.full_rate else rate
 
 
 def pixel_blocks(gemm: GemmShape, mode: DepthwiseMode) -> int:

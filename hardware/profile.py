@@ -35,6 +35,7 @@ Dataflow = choices("Dataflow", "ws", "os", "is")
 Layout = choices("Layout", "NHWC", "NCHW")
 DepthwiseUnit = choices("DepthwiseUnit", "array", "vector", "engine")
 WeightCompression = choices("WeightCompression", "none", "entropy")
+Precision = choices("Precision", *PRECISIONS)
 
 
 class ProfileError(BoundsError):
@@ -63,7 +64,10 @@ class DepthwiseMode:
     ``taps`` kernel taps per step of ``step_cycles`` cycles; the pixels form a block of
     ``block_rows`` output rows (Vela's Ethos-U55-256 model: a 2x2x8 output micro-block, 4
     taps per 4 cycles, i.e. channels 8, pixels 4, block_rows 2, taps 4, step_cycles 4;
-    ``hardware/depthwise.py``)."""
+    ``hardware/depthwise.py``). ``full_rate``: the precisions the engine runs at its int8
+    rate whatever the array's throughput for them (RKNN-Toolkit2's rk3588 and rk3568
+    estimates keep fp16 depthwise at the int8 rate; Vela's Ethos-U model doubles int16, so
+    it lists none)."""
 
     unit: DepthwiseUnit = DepthwiseUnit.array
     channels: int = bounded(1, AT_LEAST_1)
@@ -71,6 +75,7 @@ class DepthwiseMode:
     block_rows: int = bounded(1, AT_LEAST_1)
     taps: int = bounded(1, AT_LEAST_1)
     step_cycles: int = bounded(1, AT_LEAST_1)
+    full_rate: list[Precision] = field(default_factory=list)
 
 
 @dataclass
@@ -83,6 +88,10 @@ class MacArray:
     # results the output stage (NVDLA's SDP, RKNN's DPU) takes per cycle, a whole group of
     # ``cols`` kernels at a time; 0: it keeps up with the array (SCALE-Sim's assumption)
     output_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 4096))
+    # input channels a direct-convolution array reads per kernel tap per cycle (NVDLA's
+    # atomic-C): each tap's channels are padded to a multiple of it, so a 3-channel 3x3
+    # layer costs 9 atoms per pixel; 0: im2col packs all taps together (SCALE-Sim's GEMM)
+    tap_channels: int = bounded(0, NON_NEGATIVE, plausible=(0, 4096))
 
 
 @dataclass

@@ -30,6 +30,7 @@ from pipeline.compiler.driver import compile_graph
 from pipeline.runner import run_pipeline
 from pipeline.simulator.replay import FrameCosts, build
 from pipeline.zoo import ZOO
+from pipeline.zoo.builder import GraphBuilder
 from tests.conftest import CONF, REPO, compose_config
 
 COMPILE_CFG = OmegaConf.load(CONF / "compile" / "default.yaml")
@@ -180,6 +181,20 @@ def test_rk3588_depthwise_engine_is_rknns_estimate(channels, side, kernel, rknn)
     assert engine_cycles(g, mode, 1.0) == rknn
 
 
+@pytest.mark.parametrize(("name", "precision", "slowdown"),
+                         [("rk3588", "fp16", 1), ("ethos_u55_256", "int16", 2)])
+def test_a_depthwise_engine_keeps_its_rate_only_at_the_precisions_it_lists(name, precision,
+                                                                           slowdown):
+    """RKNN's rk3588 estimate runs fp16 depthwise at the int8 rate though the array halves
+    fp16 (``depthwise.full_rate``); Vela's Ethos-U model doubles int16 depthwise."""
+    p = _profile(name)
+    work = _dw_work()
+    int8 = npu_kernel_cost(work, "int8", p, depthwise=True).compute_cycles
+    other = npu_kernel_cost(work, precision, p, depthwise=True).compute_cycles
+    assert other == slowdown * int8
+    assert getattr(p.mac_array.throughput, precision) < p.mac_array.throughput.int8
+
+
 @pytest.mark.parametrize("name", ["rk3588", "edge_tpu", "ethos_u55_256"])
 def test_the_output_stage_never_lowers_the_arrays_time_and_spares_deep_layers(name):
     p = _profile(name)
@@ -193,6 +208,32 @@ def test_the_output_stage_never_lowers_the_arrays_time_and_spares_deep_layers(na
     off = dataclasses.replace(p, mac_array=dataclasses.replace(arr, output_per_cycle=0.0))
     assert array_compute(thin, off, "int8") == compute_cycles(
         thin, arr.rows, arr.cols, arr.dataflow, arr.throughput.int8)
+
+
+def _one_conv(cin: int, cout: int, side: int, k: int, stride: int = 1, pad: int | None = None):
+    g = GraphBuilder("one_conv", 0, 17)
+    g.output(g.conv(g.input("x", (1, cin, side, side)), cout, k, stride, pad))
+    return from_onnx(g.build())
+
+
+@pytest.mark.parametrize(("cin", "cout", "side", "k", "stride", "rknn"),
+                         [(3, 32, 640, 6, 2, 3_686_400), (16, 16, 160, 3, 1, 230_400),
+                          (48, 96, 160, 3, 1, 1_382_400), (64, 64, 80, 3, 1, 230_400)])
+def test_rk3588_reads_every_kernel_tap_as_a_whole_channel_atom(cin, cout, side, k, stride, rknn):
+    """RKNN-Toolkit2 2.5.0's rk3588 estimates (yolov5s' 6x6 stem, yolov8n's 16-channel and
+    yolov5m's 48-channel 3x3 layers, a 64-channel one): taps x ceil(Cin / 32) x ceil(Cout /
+    32) cycles per output pixel. The compiled kernel costs that plus the systolic fill and
+    drain of each fold (SCALE-Sim's, 2% at most here), while an array without channel atoms
+    (im2col) packs the taps and is faster on thin inputs; the tensors moved are the same."""
+    p = dataclasses.replace(_profile("rk3588"), cores=1)
+    graph = _one_conv(cin, cout, side, k, stride, pad=2 if k == 6 else None)
+    atoms = _compile(graph, p)["kernels"][0]["cost"]
+    im2col = _compile(graph, dataclasses.replace(
+        p, mac_array=dataclasses.replace(p.mac_array, tap_channels=0)))["kernels"][0]["cost"]
+    assert atoms["compute_cycles"] == pytest.approx(rknn, rel=0.02)
+    assert atoms["compute_cycles"] >= rknn
+    assert (im2col["compute_cycles"] < atoms["compute_cycles"]) == (cin % 32 != 0)
+    assert im2col["compulsory_dram_bytes"] == atoms["compulsory_dram_bytes"]
 
 
 # -- weights: cached on chip where they fit, streamed (compressed) where not ----------------

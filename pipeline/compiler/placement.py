@@ -114,7 +114,7 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
     precision = kernel_precision(kernel, graph, float_precision)
     checks = checks if checks is not None else check_kernel(kernel, graph, profile, precision)
     work = aligned(kernel_work(kernel, graph, precision), kernel, graph,
-                   profile.channel_alignment)
+                   profile.channel_alignment, profile.mac_array.tap_channels)
     d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split,
                  depthwise=depthwise_kernel(kernel, graph, work))
     d.target = NPU if d.npu_ok else CPU

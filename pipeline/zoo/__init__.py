@@ -12,6 +12,8 @@ from pipeline.zoo.cnn import mobilenet_v2, resnet18, resnet50, resnet152
 from pipeline.zoo.digits import digits_mlp
 from pipeline.zoo.transformer import bert_encoder
 from pipeline.zoo.yolo import yolov5, yolov5s
+from pipeline.zoo.yolo11 import yolo11
+from pipeline.zoo.yolov8 import yolov8
 
 ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenet_v2": mobilenet_v2,
@@ -23,6 +25,14 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "yolov5m": partial(yolov5, depth_multiple=0.67, width_multiple=0.75, name="yolov5m"),
     "yolov5s_relu": partial(yolov5, depth_multiple=0.33, width_multiple=0.50, act="relu",
                             name="yolov5s_relu"),
+    "yolov8n": yolov8,
+    "yolov8s": partial(yolov8, depth_multiple=0.33, width_multiple=0.50, name="yolov8s"),
+    "yolov8m": partial(yolov8, depth_multiple=0.67, width_multiple=0.75, max_channels=768,
+                       name="yolov8m"),
+    "yolo11n": yolo11,
+    "yolo11s": partial(yolo11, width_multiple=0.50, name="yolo11s"),
+    "yolo11m": partial(yolo11, width_multiple=1.00, max_channels=512, c3k=True,
+                       name="yolo11m"),
     "mobilenet_v1": mobilenet_v1,
     "inception_v1": inception_v1,
     "vgg16": vgg16,

@@ -173,6 +173,28 @@ class GraphBuilder:
         shape[axis] = sum(self.shape[x][axis] for x in xs)
         return self._node("Concat", xs, tuple(shape), axis=axis)
 
+    def split(self, x: str, sizes: list[int], axis: int = 1) -> list[str]:
+        """ONNX Split (opset >= 13: sizes as an input), one output per size."""
+        name = self._name("split")
+        outs = [f"{name}_out{i}" for i in range(len(sizes))]
+        sizes_const = self.const("split_sizes", np.array(sizes, np.int64))
+        self.nodes.append(helper.make_node("Split", [x, sizes_const], outs, name=name, axis=axis))
+        for out, size in zip(outs, sizes, strict=True):
+            shape = list(self.shape[x])
+            shape[axis] = size
+            self.shape[out] = tuple(shape)
+        return outs
+
+    def channel_sum_clipped(self, x: str) -> str:
+        """``clamp(sum over channels, 0, 1)``: ReduceSum + Clip, as rknn_model_zoo's YOLO
+        exports add beside the class scores."""
+        n, _, h, w = self.shape[x]
+        axes = self.const("axes", np.array([1], np.int64))
+        total = self._node("ReduceSum", [x, axes], (n, 1, h, w), keepdims=1)
+        lo = self.const("clip_min", np.array(0.0, np.float32))
+        hi = self.const("clip_max", np.array(1.0, np.float32))
+        return self._node("Clip", [total, lo, hi], (n, 1, h, w))
+
     def softmax(self, x: str, axis: int = -1) -> str:
         return self._node("Softmax", [x], self.shape[x], axis=axis)
 
