@@ -1,15 +1,16 @@
-"""Rockchip's own per-layer cycle estimate for the RK3588 next to npuflow's, and both next
-to the board.
+"""Rockchip's own per-layer cycle estimate for the RK3588 and RK3568 next to npuflow's, and
+both next to the board.
 
     python benchmarks/rknn_estimate.py [--only SUBSTRING ...]
 
 RKNN-Toolkit2 (``rknn-toolkit2`` 2.5.0 in ``benchmarks/.venv-rknn``; with its torch the
-first install is ~5.6 GB) builds each network for target rk3588, and with verbose logging
-prints a layer table whose ``Cycles(DDR/NPU/Total)`` column is its compile-time estimate.
-It costs convolution-like layers only: elementwise, resize, concat, normalisation and
-attention layers show 0. For every rknn_model_zoo pair in ``silicon/published.yaml`` this
-script runs npuflow (rk3588, one core, the pair's precision), hands RKNN the very ONNX file
-npuflow optimized and compiled, matches layers by ONNX node name, and writes
+first install is ~5.6 GB) builds each network for the pair's chip (the profile's name is
+RKNN's target platform), and with verbose logging prints a layer table whose
+``Cycles(DDR/NPU/Total)`` column is its compile-time estimate. It costs convolution-like
+layers only: elementwise, resize, concat, normalisation and attention layers show 0. For
+every rknn_model_zoo pair in ``silicon/published.yaml`` this script runs npuflow (the
+pair's profile, one core, the pair's precision), hands RKNN the very ONNX file npuflow
+optimized and compiled, matches layers by ONNX node name, and writes
 results/rknn_estimate.{md,json}: per network RKNN's estimate and npuflow's compute cycles
 on the same layers, what RKNN leaves unestimated, and the board's published time; per
 layer for the first network.
@@ -38,11 +39,11 @@ import sys
 import numpy as np
 import onnx
 from rknn.api import RKNN
-path, shape, quantize, data = sys.argv[1], [int(v) for v in sys.argv[2].split(",")], \\
-    sys.argv[3] == "int8", sys.argv[4]
+path, shape, quantize, data, target = sys.argv[1], \\
+    [int(v) for v in sys.argv[2].split(",")], sys.argv[3] == "int8", sys.argv[4], sys.argv[5]
 rknn = RKNN(verbose=True)
 rknn.config(mean_values=[[0] * shape[1]], std_values=[[255] * shape[1]],
-            target_platform="rk3588")
+            target_platform=target)
 name = onnx.load(path, load_external_data=False).graph.input[0].name
 assert rknn.load_onnx(model=path, inputs=[name], input_size_list=[shape]) == 0
 if quantize:
@@ -54,18 +55,20 @@ assert rknn.build(do_quantization=quantize, dataset=data if quantize else None) 
 EXPLANATION = """\
 What the comparison shows:
 
-- **Where npuflow's rk3588 array model comes from.** Two of the profile's numbers are read
+- **Where npuflow's rk3588 array model comes from.** Four of the profile's numbers are read
   off this estimate: the output stage takes 8 results per cycle, 32 kernels at a time
-  (ceil(Cout / 32) x 4 cycles per output pixel for thin layers), and the depthwise engine
-  runs 64 channels x 1 tap per cycle. Where npuflow and RKNN still differ per layer:
-  convolutions with fewer than 32 input channels per tap (RKNN gives every tap an atom of
-  32 channels, npuflow's im2col packs taps together: yolov5n, whose layers are 16-32
-  channels wide, is where npuflow is lowest against RKNN), fp16 depthwise (RKNN keeps the
-  int8 rate, npuflow halves it with the array's fp16 throughput: the rec row) and tiny
-  1x1 layers on 1x1 maps (npuflow's systolic fill and drain).
+  (ceil(Cout / 32) x 4 cycles per output pixel for thin layers); every kernel tap takes a
+  whole atom of 32 input channels (``tap_channels``: a 3-channel 6x6 stem costs 36 atoms
+  per pixel, where im2col would pack it into 4); the depthwise engine runs 64 channels x 1
+  tap per cycle, and at fp16 as fast as at int8 (``depthwise.full_rate``). The rk3568
+  profile's array, output stage, depthwise engine and fp16 rate come from the same
+  estimate built for target rk3568. Where npuflow and RKNN still differ per layer: the
+  systolic fill and drain of each fold (1-2% on 3x3 layers, more on tiny 1x1 layers on
+  1x1 maps), and fp16 layers whose atoms hold 16 channels (RKNN's fp16 stem costs what its
+  int8 stem does; npuflow halves its rate).
 - **RKNN's estimate is not the board.** On the networks made of convolutions alone
-  (mobilenet_v2, resnet50, the yolov5 family) the board takes 1.6-1.8x RKNN's summed
-  estimate; npuflow's memory model (weights streamed every inference, activations spilled
+  (mobilenet_v2, resnet50, the yolov5 and yolov8 families) the board takes 1.5-2.2x RKNN's
+  summed estimate; npuflow's memory model (weights streamed every inference, activations spilled
   past 1 MB) and per-kernel dispatch account for that part. yolov5s and yolov5s_relu have
   the same estimate, yet the board takes 5.5 ms longer with SiLU: the estimate leaves out
   the SiLU pass the profile charges (``epilogue.activations`` lacks SiLU).
@@ -81,11 +84,12 @@ What the comparison shows:
 
 
 def rknn_layers(python: Path, onnx_file: Path, shape: list[int], precision: str,
-                tmp: Path) -> list[dict]:
+                target: str, tmp: Path) -> list[dict]:
     script = tmp / "build.py"
     script.write_text(BUILD)
     proc = subprocess.run([str(python), str(script), str(onnx_file),
-                           ",".join(str(d) for d in shape), precision, str(tmp / "data.txt")],
+                           ",".join(str(d) for d in shape), precision, str(tmp / "data.txt"),
+                           target],
                           capture_output=True, text=True, cwd=tmp)
     log = proc.stdout + proc.stderr
     if proc.returncode:
@@ -105,7 +109,8 @@ def compare(pair: dict, python: Path, tmp: Path) -> dict:
     precision = "fp16" if "quant=fp16" in pair["overrides"] else "int8"
     run_npuflow(run_dir, *overrides(pair))  # silicon_agreement's runs, its fast settings
     onnx_file = run_dir / "optimize" / "model.onnx"  # the node names npuflow's plan uses
-    rknn = rknn_layers(python, onnx_file, input_shape(onnx_file), precision, tmp)
+    target = next(o.split("=", 1)[1] for o in pair["overrides"] if o.startswith("hardware="))
+    rknn = rknn_layers(python, onnx_file, input_shape(onnx_file), precision, target, tmp)
     by_node = {row["node"]: row for row in rknn}
     plan = json.loads((run_dir / "compile" / "plan.json").read_text())
     layers = []
@@ -118,7 +123,7 @@ def compare(pair: dict, python: Path, tmp: Path) -> dict:
                            "npuflow": kernel["cost"]["compute_cycles"]})
     unestimated = [r for r in rknn if r["total"] == 0 and r["target"] == "NPU"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    return {"network": pair["network"], "precision": precision,
+    return {"network": pair["network"], "target": target, "precision": precision,
             "board_ms": pair["latency_ms"], "npuflow_ms": metrics["latency_ms"],
             "rknn_layers": len(rknn), "matched": len(layers),
             "rknn_npu": sum(x["rknn_npu"] for x in layers),
@@ -129,13 +134,13 @@ def compare(pair: dict, python: Path, tmp: Path) -> dict:
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| network | precision | RKNN layers (unestimated) | RKNN estimate, all layers | "
-             "board | board / RKNN estimate | npuflow / RKNN on matched layers | npuflow |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| network | target | precision | RKNN layers (unestimated) | RKNN estimate, all "
+             "layers | board | board / RKNN estimate | npuflow / RKNN on matched layers | "
+             "npuflow |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         est_ms = r["rknn_total_all"] / 1e6  # 1 GHz
         lines.append(
-            f"| {r['network']} | {r['precision']} | {r['rknn_layers']} ({r['unestimated']}, "
+            f"| {r['network']} | {r['target']} | {r['precision']} | {r['rknn_layers']} ({r['unestimated']}, "
             f"{r['unestimated_mb']:.1f} MB moved) | {est_ms:.2f} ms | {r['board_ms']:.2f} ms "
             f"| {r['board_ms'] / est_ms:.2f} | "
             f"{r['npuflow_compute'] / max(r['rknn_npu'], 1):.2f} ({r['matched']} layers) | "
@@ -155,8 +160,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=[])
     args = parser.parse_args()
     _, pairs = load_pairs(args.only)
-    pairs = sorted((p for p in pairs if p["source"] == "rknn_zoo"),
-                   key=lambda p: "ppocr" not in p["network"])  # PP-OCR first: the open gap
+    pairs = sorted((p for p in pairs if p["source"].startswith("rknn_zoo")),
+                   key=lambda p: ("rk3568" in p["profile"], "ppocr" not in p["network"]))
     python = ensure_venv(VENV, PACKAGES)
     results = []
     for pair in pairs:
