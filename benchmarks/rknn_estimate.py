@@ -140,7 +140,8 @@ def markdown(results: list[dict]) -> str:
     for r in results:
         est_ms = r["rknn_total_all"] / 1e6  # 1 GHz
         lines.append(
-            f"| {r['network']} | {r['target']} | {r['precision']} | {r['rknn_layers']} ({r['unestimated']}, "
+            f"| {r['network']} | {r['target']} | {r['precision']} | {r['rknn_layers']} "
+            f"({r['unestimated']}, "
             f"{r['unestimated_mb']:.1f} MB moved) | {est_ms:.2f} ms | {r['board_ms']:.2f} ms "
             f"| {r['board_ms'] / est_ms:.2f} | "
             f"{r['npuflow_compute'] / max(r['rknn_npu'], 1):.2f} ({r['matched']} layers) | "
