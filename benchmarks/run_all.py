@@ -34,10 +34,10 @@ BENCHMARKS = [
     ("calibrate_rk3588", "Calibrating rk3588 on published RK3588 figures",
      "Fitted on rknn_model_zoo's single-core table with each network held out once: does "
      "calibration improve the prediction of a network it did not see?", False),
-    ("rknn_estimate", "Per layer vs RKNN-Toolkit2's estimate on the RK3588",
+    ("rknn_estimate", "Per layer vs RKNN-Toolkit2's estimate on the RK3588 and RK3566/68",
      "Rockchip's compile-time cycle estimate next to npuflow's, layer by layer, and both "
-     "next to the board: where the rk3588 profile's array numbers come from, and what is "
-     "left unexplained.", False),
+     "next to the board: where the rk3588 and rk3568 profiles' array numbers come from, "
+     "and what is left unexplained.", False),
     ("vela_compare", "Per layer vs Arm Vela on Ethos-U55",
      "MLPerf Tiny's ResNet-8 and ad01: Vela 5.2.0's cycles next to npuflow's, layer by "
      "layer, and why they differ.", False),

@@ -94,3 +94,19 @@ def test_bn_running_stats_are_not_parameters():
                               [helper.make_tensor_value_info("x", 1, [1, 4, 2, 2])],
                               [helper.make_tensor_value_info("y", 1, [1, 4, 2, 2])], inits)
     assert count_parameters(helper.make_model(graph)) == 8
+
+
+@pytest.mark.parametrize("name", ["yolov8n", "yolo11n"])
+def test_yolo_heads_are_cut_as_rknn_model_zoo_exports_them(name, tmp_path):
+    """Per scale: box (1, 64, H, W) before DFL, class scores after Sigmoid (1, 80, H, W) and
+    their clipped channel sum (1, 1, H, W); YOLO11 adds attention and depthwise convs."""
+    model = onnx.shape_inference.infer_shapes(_build(name, tmp_path))
+    shapes = [tuple(d.dim_value for d in o.type.tensor_type.shape.dim)
+              for o in model.graph.output]
+    assert shapes == [(1, c, s, s) for s in (80, 40, 20) for c in (64, 80, 1)]
+    ops = [n.op_type for n in model.graph.node]
+    attention = {"MatMul", "Softmax"} <= set(ops)
+    depthwise = any(n.op_type == "Conv" and any(a.name == "group" and a.i > 1
+                                                for a in n.attribute)
+                    for n in model.graph.node)
+    assert attention == depthwise == (name == "yolo11n")
