@@ -16,7 +16,8 @@ import onnx
 
 from pipeline.zoo.builder import GraphBuilder
 from pipeline.zoo.cnn import _conv_bn
-from pipeline.zoo.yolov8 import REG_MAX, _conv, _sppf
+from pipeline.zoo.yolo import _sppf
+from pipeline.zoo.yolov8 import _conv, detect_head
 
 
 def _bottleneck(g: GraphBuilder, x: str, hidden: int) -> str:
@@ -83,7 +84,7 @@ def yolo11(seed: int, opset: int, depth_multiple: float = 0.50, width_multiple: 
     x = _c3k2(g, _conv(g, x, ch(128), 3, 2), ch(256), n2, c3k, 0.25)
     p3 = _c3k2(g, _conv(g, x, ch(256), 3, 2), ch(512), n2, c3k, 0.25)
     p4 = _c3k2(g, _conv(g, p3, ch(512), 3, 2), ch(512), n2, True)
-    x = _sppf(g, _c3k2(g, _conv(g, p4, ch(1024), 3, 2), ch(1024), n2, True), ch(1024))
+    x = _sppf(g, _c3k2(g, _conv(g, p4, ch(1024), 3, 2), ch(1024), n2, True), ch(1024), "silu")
     p5 = _c2psa(g, x, n2)
 
     h13 = _c3k2(g, g.concat([g.resize_nearest(p5, 2), p4]), ch(512), n2, c3k)
@@ -91,13 +92,6 @@ def yolo11(seed: int, opset: int, depth_multiple: float = 0.50, width_multiple: 
     out_p4 = _c3k2(g, g.concat([_conv(g, out_p3, ch(256), 3, 2), h13]), ch(512), n2, c3k)
     out_p5 = _c3k2(g, g.concat([_conv(g, out_p4, ch(512), 3, 2), p5]), ch(1024), n2, True)
 
-    box_ch = max(16, ch(256) // 4, 4 * REG_MAX)
-    cls_ch = max(ch(256), min(num_classes, 100))
-    for feat in (out_p3, out_p4, out_p5):
-        box = _conv(g, _conv(g, feat, box_ch, 3), box_ch, 3)
-        g.output(g.conv(box, 4 * REG_MAX, 1, bias=True))
-        cls = _dw_separable(g, _dw_separable(g, feat, cls_ch), cls_ch)
-        cls = g.sigmoid(g.conv(cls, num_classes, 1, bias=True))
-        g.output(cls)
-        g.output(g.channel_sum_clipped(cls))
+    detect_head(g, [out_p3, out_p4, out_p5], ch(256), num_classes,
+                lambda g, x, c: _dw_separable(g, _dw_separable(g, x, c), c))
     return g.build()

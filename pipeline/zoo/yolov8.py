@@ -13,11 +13,13 @@ scale has outputs (1,64,H,W), (1,80,H,W), (1,1,H,W).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import onnx
 
 from pipeline.zoo.builder import GraphBuilder
 from pipeline.zoo.cnn import _conv_bn
+from pipeline.zoo.yolo import _sppf
 
 REG_MAX = 16
 
@@ -36,12 +38,23 @@ def _c2f(g: GraphBuilder, x: str, cout: int, n: int, shortcut: bool) -> str:
     return _conv(g, g.concat(parts), cout)
 
 
-def _sppf(g: GraphBuilder, x: str, cout: int) -> str:
-    x = _conv(g, x, g.shape[x][1] // 2)
-    y1 = g.maxpool(x, 5, 1, 2)
-    y2 = g.maxpool(y1, 5, 1, 2)
-    y3 = g.maxpool(y2, 5, 1, 2)
-    return _conv(g, g.concat([x, y1, y2, y3]), cout)
+def _plain_class_branch(g: GraphBuilder, x: str, cout: int) -> str:
+    return _conv(g, _conv(g, x, cout, 3), cout, 3)
+
+
+def detect_head(g: GraphBuilder, feats: list[str], width: int, num_classes: int,
+                class_branch: Callable[[GraphBuilder, str, int], str]) -> None:
+    """The Detect head as rknn_model_zoo cuts it, per scale: box branch to 4 x reg_max
+    channels, ``class_branch`` then a 1x1 conv and Sigmoid, and the clipped score sum.
+    ``width``: the first scale's channels (ultralytics' ch[0])."""
+    box_ch = max(16, width // 4, 4 * REG_MAX)
+    cls_ch = max(width, min(num_classes, 100))
+    for feat in feats:
+        box = _conv(g, _conv(g, feat, box_ch, 3), box_ch, 3)
+        g.output(g.conv(box, 4 * REG_MAX, 1, bias=True))
+        cls = g.sigmoid(g.conv(class_branch(g, feat, cls_ch), num_classes, 1, bias=True))
+        g.output(cls)
+        g.output(g.channel_sum_clipped(cls))
 
 
 def yolov8(seed: int, opset: int, depth_multiple: float = 0.33, width_multiple: float = 0.25,
@@ -62,20 +75,13 @@ def yolov8(seed: int, opset: int, depth_multiple: float = 0.33, width_multiple: 
     x = _c2f(g, _conv(g, x, ch(128), 3, 2), ch(128), rep(3), True)
     p3 = _c2f(g, _conv(g, x, ch(256), 3, 2), ch(256), rep(6), True)
     p4 = _c2f(g, _conv(g, p3, ch(512), 3, 2), ch(512), rep(6), True)
-    p5 = _sppf(g, _c2f(g, _conv(g, p4, ch(1024), 3, 2), ch(1024), rep(3), True), ch(1024))
+    p5 = _sppf(g, _c2f(g, _conv(g, p4, ch(1024), 3, 2), ch(1024), rep(3), True), ch(1024),
+               "silu")
 
     h12 = _c2f(g, g.concat([g.resize_nearest(p5, 2), p4]), ch(512), rep(3), False)
     out_p3 = _c2f(g, g.concat([g.resize_nearest(h12, 2), p3]), ch(256), rep(3), False)
     out_p4 = _c2f(g, g.concat([_conv(g, out_p3, ch(256), 3, 2), h12]), ch(512), rep(3), False)
     out_p5 = _c2f(g, g.concat([_conv(g, out_p4, ch(512), 3, 2), p5]), ch(1024), rep(3), False)
 
-    box_ch = max(16, ch(256) // 4, 4 * REG_MAX)
-    cls_ch = max(ch(256), min(num_classes, 100))
-    for feat in (out_p3, out_p4, out_p5):
-        box = _conv(g, _conv(g, feat, box_ch, 3), box_ch, 3)
-        g.output(g.conv(box, 4 * REG_MAX, 1, bias=True))
-        cls = g.sigmoid(g.conv(_conv(g, _conv(g, feat, cls_ch, 3), cls_ch, 3), num_classes, 1,
-                               bias=True))
-        g.output(cls)
-        g.output(g.channel_sum_clipped(cls))
+    detect_head(g, [out_p3, out_p4, out_p5], ch(256), num_classes, _plain_class_branch)
     return g.build()
