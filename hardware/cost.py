@@ -157,7 +157,10 @@ def _streaming_cost(work: Work, precision: str, profile: HardwareProfile, a_in_d
                     c_to_dram: bool, weight_bytes: int | None, depthwise_engine: bool = False
                     ) -> KernelCost:
     """Vector, copy and depthwise-engine kernels stream their operands once: traffic is
-    compulsory."""
+    compulsory. Vector and copy passes are a read DMA -> compute -> write DMA pipeline
+    (NVDLA's SDP / PDP in memory-to-memory mode, Ethos-U's elementwise), so their memory
+    always overlaps their compute; a depthwise engine loads its operands like the array
+    does, so ``dma.double_buffering`` decides for it."""
     act_w, _, _ = WIDTHS[precision]
     sizes = operand_bytes(work, precision, a_in_dram, c_to_dram, weight_bytes)
     dram = sizes.a + sizes.b + sizes.c
@@ -181,7 +184,8 @@ def _streaming_cost(work: Work, precision: str, profile: HardwareProfile, a_in_d
     streams = sum(1 for x in (sizes.a, sizes.b, sizes.c) if x)
     memory = transfer_cycles(dram, streams, bytes_per_cycle(profile), latency_cycles(profile))
     dispatch = 0 if work.unit == FREE else profile.dispatch_cycles
-    body = overlap(compute, memory, profile.dma.double_buffering, memory // max(streams, 1))
+    pipelined = profile.dma.double_buffering or not depthwise_engine
+    body = overlap(compute, memory, pipelined, memory // max(streams, 1))
     if work.unit != FREE:
         body = max(body, sram_port_cycles(work, precision, profile))
     return KernelCost(

@@ -143,6 +143,10 @@ class Dram:
 
 @dataclass
 class Dma:
+    """``double_buffering``: the convolution pipeline (the array and the depthwise engine)
+    prefetches tile i+1 while it computes tile i, so a kernel takes max(compute, memory);
+    without it the operands are loaded, then computed on: compute + memory. Streaming
+    units (vector, copy) read, compute and write as one pipeline either way."""
     double_buffering: bool = MISSING
 
 

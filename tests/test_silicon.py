@@ -18,14 +18,21 @@ from omegaconf import OmegaConf
 from onnx import helper, numpy_helper
 
 from hardware.compression import entropy_bytes
-from hardware.cost import array_compute, bytes_per_cycle, latency_cycles, npu_kernel_cost
+from hardware.cost import (
+    array_compute,
+    auto_tiling,
+    bytes_per_cycle,
+    latency_cycles,
+    npu_kernel_cost,
+)
 from hardware.depthwise import engine_cycles
 from hardware.memory import OperandBytes, Tiling, gemm_traffic
 from hardware.profile import DepthwiseMode, ProfileError, load_profile, profile_from_config
 from hardware.systolic import compute_cycles
 from hardware.timeline import schedule
 from ops.graph import from_onnx
-from ops.work import ARRAY, GemmShape, Work
+from ops.work import ARRAY, VECTOR, GemmShape, Work
+from pipeline.compiler.costing import CostContext, core_shares, npu_cost
 from pipeline.compiler.driver import compile_graph
 from pipeline.runner import run_pipeline
 from pipeline.simulator.replay import FrameCosts, build
@@ -81,7 +88,8 @@ def test_a_kernel_whose_operands_all_stay_on_chip_pays_no_dram_latency():
 
 
 def test_double_buffered_dma_exposes_one_latency_per_stream_not_per_tile():
-    p = _profile("rk3588")
+    rk = _profile("rk3588")
+    p = dataclasses.replace(rk, dma=dataclasses.replace(rk.dma, double_buffering=True))
     g = GemmShape(12544, 576, 128)
     work = Work(ARRAY, macs=g.macs, input_elems=g.m * g.k, weight_elems=g.k * g.n,
                 output_elems=g.m * g.n, gemm=g)
@@ -367,6 +375,64 @@ def test_only_the_profiles_multicore_ops_split():
     plan = _compile(graph, rk)
     by_op = {k["op_types"][0]: k["cores"] for k in plan["kernels"]}
     assert by_op["Conv"] == 3 and by_op.get("Sigmoid", by_op.get("Mul")) == 1
+
+
+def _buffering(p, double: bool):
+    return dataclasses.replace(p, dma=dataclasses.replace(p.dma, double_buffering=double))
+
+
+def test_rknpu_loads_a_convolutions_operands_then_computes_but_streams_vector_passes():
+    """Board time is RKNN's DDR + NPU cycles summed per layer on both Rockchip chips
+    (profiles' based_on): the array and the depthwise engine add their memory time to
+    their compute, a vector pass still overlaps the two."""
+    rk = _profile("rk3588")
+    assert not rk.dma.double_buffering and not _profile("rk3568").dma.double_buffering
+    g = GemmShape(6400, 576, 64)
+    conv = Work(ARRAY, macs=g.macs, input_elems=g.m * 64, weight_elems=g.k * g.n,
+                output_elems=g.m * g.n, gemm=g)
+    for work, depthwise in ((conv, False), (_dw_work(), True)):
+        single = npu_kernel_cost(work, "int8", rk, depthwise=depthwise)
+        double = npu_kernel_cost(work, "int8", _buffering(rk, True), depthwise=depthwise)
+        assert single.total_cycles >= single.compute_cycles + single.memory_cycles
+        assert double.total_cycles < single.total_cycles
+    sigmoid = Work(VECTOR, macs=0, input_elems=409600, weight_elems=0,
+                   output_elems=409600, vector_ops=4 * 409600)
+    streamed = [npu_kernel_cost(sigmoid, "int8", p) for p in (rk, _buffering(rk, True))]
+    assert streamed[0] == streamed[1]
+    assert streamed[0].total_cycles < streamed[0].compute_cycles + streamed[0].memory_cycles
+
+
+@given(m=st.integers(64, 20000), k=st.integers(16, 2304), n=st.integers(16, 512),
+       cores=st.integers(2, 4), bw=st.sampled_from([2.0, 8.0, 17.0, 64.0]))
+@settings(max_examples=40, deadline=None)
+def test_single_buffered_cores_share_the_port_by_the_asymptotic_bound(m, k, n, cores, bw):
+    """A split kernel on single-buffered cores takes max(one core alone, the port busy
+    with all cores' bytes): never less than all bytes / bandwidth or its share of the MACs
+    / peak, never more than every core fetching in lockstep, never slower than one core."""
+    one = dataclasses.replace(_profile("rk3588"), cores=1,
+                              dram=dataclasses.replace(_profile("rk3588").dram,
+                                                       bandwidth_gbps=bw))
+    many = dataclasses.replace(one, cores=cores)
+    g = GemmShape(m, k, n)
+    work = Work(ARRAY, macs=g.macs, input_elems=g.m * g.k, weight_elems=g.k * g.n,
+                output_elems=g.m * g.n, gemm=g)
+    ctx = CostContext()
+    alone, _, _ = npu_cost(work, "k", ["Conv"], "int8", one, ctx, False)
+    split, _, used = npu_cost(work, "k", ["Conv"], "int8", many, ctx, False)
+    assert split.total_cycles <= alone.total_cycles
+    if used == 1:
+        return
+    assert split.total_cycles >= split.dram_bytes / bytes_per_cycle(many)
+    assert split.total_cycles >= work.macs / (cores * 1024)
+    port = _shared_port(many)
+    lockstep = [npu_kernel_cost(share, "int8", port, auto_tiling(share, "int8", port).tiling)
+                for share in core_shares(work, cores, False)]
+    assert split.total_cycles < min(c.total_cycles for c in lockstep)  # out of step
+
+
+def _shared_port(p):
+    return dataclasses.replace(p, dram=dataclasses.replace(
+        p.dram, bandwidth_gbps=p.dram.bandwidth_gbps / p.cores))
 
 
 # -- one cost per kernel --------------------------------------------------------------------

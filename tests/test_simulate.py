@@ -86,7 +86,8 @@ def test_latency_never_beats_the_critical_path_of_kernel_bounds(graphs, profile_
 def test_single_buffering_loses_to_double_buffering(graphs):
     rk = _profile("rk3588")
     single = dataclasses.replace(rk, dma=dataclasses.replace(rk.dma, double_buffering=False))
-    _, _, db = _simulate(graphs["resnet18"], rk)
+    double = dataclasses.replace(rk, dma=dataclasses.replace(rk.dma, double_buffering=True))
+    _, _, db = _simulate(graphs["resnet18"], double)
     _, _, sb = _simulate(graphs["resnet18"], single)
     assert sb > 1.1 * db
 
