@@ -66,12 +66,15 @@ What the comparison shows:
   systolic fill and drain of each fold (1-2% on 3x3 layers, more on tiny 1x1 layers on
   1x1 maps), and fp16 layers whose atoms hold 16 channels (RKNN's fp16 stem costs what its
   int8 stem does; npuflow halves its rate).
-- **RKNN's estimate is not the board.** On the networks made of convolutions alone
-  (mobilenet_v2, resnet50, the yolov5 and yolov8 families) the board takes 1.3-2.2x RKNN's
-  summed estimate on the RK3588 and 1.6-2.6x on the RK3566/68; npuflow's memory model
-  (weights streamed every inference, activations spilled past the SRAM budget) and
-  per-kernel dispatch account for that part on the RK3588, less of it on the RK3566/68
-  (mobilenet_v2 and resnet50 at 0.6 there). yolov5s and yolov5s_relu have
+- **RKNN's estimate is not the board.** RKNN charges each layer max(DDR, NPU) cycles. On
+  the networks made of convolutions alone (mobilenet_v2, resnet50, the yolov5 and yolov8
+  families) the board takes 1.3-2.2x that summed estimate on the RK3588 and 1.6-2.6x on
+  the RK3566/68; against DDR + NPU cycles summed per layer it takes 1.03-1.14x on the
+  RK3588 and 1.14-1.36x on the RK3566/68 (mobilenet_v2, resnet50, yolov5s_relu, whose every
+  layer RKNN estimates): the NPU loads a convolution's operands, then computes. Both
+  profiles say so (``dma.double_buffering: false``); with per-kernel dispatch and the SiLU
+  pass that puts mobilenet_v2 and resnet50 at 0.86-1.17 on both chips, where
+  overlapping DMA had them at 0.6 on the RK3566/68. yolov5s and yolov5s_relu have
   the same estimate, yet the board takes 5.5 ms longer with SiLU: the estimate leaves out
   the SiLU pass the profile charges (``epilogue.activations`` lacks SiLU).
 - **Where RKNN estimates nothing.** PP-OCRv4's backbone (PP-LCNetV3) puts a learnable
