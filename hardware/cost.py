@@ -199,6 +199,23 @@ def _streaming_cost(work: Work, precision: str, profile: HardwareProfile, a_in_d
     )
 
 
+def staggered_cores(lockstep: KernelCost, alone: KernelCost) -> KernelCost:
+    """One core's time when every core runs its share and the DRAM port is shared.
+
+    ``lockstep`` prices the share with 1/cores of the bandwidth: every core fetching at
+    once. Cores whose fetches do not overlap their compute (no double buffering) fall out
+    of step, and a core that fetches while the others compute has the port to itself. The
+    asymptotic bounds of a closed system (Lazowska et al., *Quantitative System
+    Performance*, 1984, ch. 5: throughput <= min(N / (D + Z), 1 / D_max)) then give a
+    share's time as the larger of one core alone (``alone``: compute + its bytes at the
+    full bandwidth) and the port busy with all cores' bytes (``lockstep.memory_cycles``);
+    never more than lockstep. Double-buffered cores already overlap their fetches with
+    compute, so they keep the lockstep cost."""
+    port = lockstep.memory_cycles + lockstep.overhead_cycles
+    total = min(lockstep.total_cycles, max(alone.total_cycles, port))
+    return replace(lockstep, total_cycles=total)
+
+
 def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
                 objective: str = "cycles", a_in_dram: bool = True, c_to_dram: bool = True,
                 sram_bytes: int | None = None, weight_bytes: int | None = None

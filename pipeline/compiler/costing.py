@@ -13,8 +13,8 @@ types are in ``multicore_ops`` (RKNN lists the ops that run on several cores); t
 is the cheaper of two: by output channels (each core reads the whole input and 1/cores
 of the weights) or by output rows (each core reads 1/cores of the input and all the
 weights). Cores run together, so a kernel takes one core's time, with the DRAM bandwidth
-shared between them (``_staggered``: how single-buffered cores share it); bytes and
-energy are all cores'.
+shared between them (``hardware.cost.staggered_cores``: how single-buffered cores share
+it); bytes and energy are all cores'.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from hardware.cost import WIDTHS, KernelCost, auto_tiling, host_kernel_cost, npu_kernel_cost
+from hardware.cost import (
+    WIDTHS,
+    KernelCost,
+    auto_tiling,
+    host_kernel_cost,
+    npu_kernel_cost,
+    staggered_cores,
+)
 from hardware.memory import Tiling, sram_footprint
 from hardware.profile import HardwareProfile
 from ops.conv import is_depthwise
@@ -129,23 +136,6 @@ def _one_core_cost(work: Work, name: str, precision: str, profile: HardwareProfi
     return cost, tiling
 
 
-def _staggered(lockstep: KernelCost, alone: KernelCost) -> KernelCost:
-    """One core's time when every core runs its share and the DRAM port is shared.
-
-    ``lockstep`` prices the share with 1/cores of the bandwidth: every core fetching at
-    once. Cores whose fetches do not overlap their compute (no double buffering) fall out
-    of step, and a core that fetches while the others compute has the port to itself. The
-    asymptotic bounds of a closed system (Lazowska et al., *Quantitative System
-    Performance*, 1984, ch. 5: throughput <= min(N / (D + Z), 1 / D_max)) then give a
-    share's time as the larger of one core alone (``alone``: compute + its bytes at the
-    full bandwidth) and the port busy with all cores' bytes (``lockstep.memory_cycles``);
-    never more than lockstep. Double-buffered cores already overlap their fetches with
-    compute, so they keep the lockstep cost."""
-    port = lockstep.memory_cycles + lockstep.overhead_cycles
-    total = min(lockstep.total_cycles, max(alone.total_cycles, port))
-    return dataclasses.replace(lockstep, total_cycles=total)
-
-
 def npu_cost(work: Work, name: str, op_types: list[str], precision: str,
              profile: HardwareProfile, ctx: CostContext, depthwise: bool
              ) -> tuple[KernelCost, Tiling | None, int]:
@@ -163,7 +153,7 @@ def npu_cost(work: Work, name: str, op_types: list[str], precision: str,
             math.ceil(ctx.weight_bytes * share.weight_elems / max(work.weight_elems, 1))
         cost, tiling = _one_core_cost(share, name, precision, shared, ctx, depthwise, wb)
         if not profile.dma.double_buffering:
-            cost = _staggered(cost, npu_kernel_cost(
+            cost = staggered_cores(cost, npu_kernel_cost(
                 share, precision, profile, tiling, ctx.a_in_dram, ctx.c_to_dram,
                 depthwise=depthwise, weight_bytes=wb))
         if cost.total_cycles < best[0].total_cycles:
