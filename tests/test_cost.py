@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hardware.channel_padding import pad_gemm
 from hardware.cost import (
     auto_tiling,
     bytes_per_cycle,
@@ -161,3 +162,25 @@ def test_sram_budget_is_respected_and_overflow_is_reported():
     assert choice.fits and choice.footprint <= 64 * 1024
     tiny = auto_tiling(work, "int8", RK, sram_bytes=100)
     assert not tiny.fits
+
+
+@given(cin=st.integers(1, 300), taps=st.sampled_from([1, 4, 9, 25, 36]),
+       n=st.integers(1, 300), alignment=st.sampled_from([1, 8, 16, 32]),
+       tap_channels=st.sampled_from([0, 16, 32, 64]))
+def test_channel_padding_never_loses_work_and_atoms_only_add_compute(
+        cin, taps, n, alignment, tap_channels):
+    """What is stored is the layout's multiple; what the array computes holds every tap's
+    channels as whole atoms (never less than stored, equal when the atom is no wider than
+    the layout's block); the bytes follow the stored form only."""
+    g = GemmShape(m=100, k=cin * taps, n=n)
+    padded = pad_gemm(g, alignment, tap_channels, conv_in_channels=cin)
+    assert padded.stored.k % (alignment * taps) == 0 and padded.stored.n % alignment == 0
+    assert g.k <= padded.stored.k <= padded.computed.k
+    assert padded.computed.k == -(-cin // max(alignment, tap_channels)) * \
+        max(alignment, tap_channels) * taps
+    assert (padded.computed == padded.stored) == (padded.computed.k == padded.stored.k)
+    assert padded.input_scale == padded.stored.k / g.k
+    channels = cin + 1  # depthwise: one group per channel, at least two
+    depthwise = pad_gemm(GemmShape(m=100, k=taps, n=1, groups=channels), alignment,
+                         tap_channels, conv_in_channels=channels)
+    assert depthwise.computed.groups % alignment == 0 and depthwise.computed.k == taps

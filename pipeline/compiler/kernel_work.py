@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from hardware.channel_padding import pad_gemm
 from ops.activation import OPS_PER_ELEMENT
 from ops.elementwise import INTEGER_OPS_PER_ELEMENT
 from ops.graph import Graph
@@ -60,40 +61,24 @@ def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32") -> Work:
                 weight_elems=consts, output_elems=outs)
 
 
-def _up(value: int, multiple: int) -> int:
-    return math.ceil(value / multiple) * multiple
-
-
 def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int, tap_channels: int = 0
             ) -> Work:
-    """Pad channels to the NPU's multiple: the GEMM (so compute cycles) and the bytes grow;
-    ``macs`` stays the useful count, so utilization shows the waste. Inputs the host wrote
-    (graph inputs) stay unpadded in DRAM: the padding happens as the NPU loads them, so
-    their DRAM bytes are the tensors' own (``input_dram_ratio``). A direct-convolution array
-    (``tap_channels`` > 0, NVDLA's atomic-C) reads every kernel tap's channels as whole
-    atoms: a convolution's GEMM depth is taps x ceil(Cin / atom) x atom, while its bytes
-    keep the memory layout's ``alignment``."""
+    """Pad channels to the NPU's multiple (``hardware.channel_padding``): the GEMM (so
+    compute cycles) and the bytes grow; ``macs`` stays the useful count, so utilization
+    shows the waste. Inputs the host wrote (graph inputs) stay unpadded in DRAM: the
+    padding happens as the NPU loads them, so their DRAM bytes are the tensors' own
+    (``input_dram_ratio``)."""
     if (alignment <= 1 and tap_channels <= 1) or work.gemm is None:
         return work
-    alignment = max(alignment, 1)
     g = work.gemm
-    if kernel.anchor.op_type == "Conv":
-        cin = graph.tensors[kernel.anchor.inputs[0]].shape[1]
-        area = g.k // max(cin // g.groups, 1)
-        if g.groups == 1:
-            stored = replace(g, k=_up(cin, alignment) * area, n=_up(g.n, alignment))
-            gemm = replace(stored, k=_up(cin, max(alignment, tap_channels)) * area)
-            in_scale, out_scale = _up(cin, alignment) / cin, gemm.n / g.n
-        else:  # depthwise / grouped: pad the number of groups (channels)
-            gemm = stored = replace(g, groups=_up(g.groups, alignment))
-            in_scale = out_scale = gemm.groups / g.groups
-    else:
-        gemm = stored = replace(g, k=_up(g.k, alignment), n=_up(g.n, alignment))
-        in_scale, out_scale = gemm.k / g.k, gemm.n / g.n
+    cin = graph.tensors[kernel.anchor.inputs[0]].shape[1] \
+        if kernel.anchor.op_type == "Conv" else None
+    padded = pad_gemm(g, alignment, tap_channels, cin)
     host_written = bool(kernel.inputs) and all(t in graph.inputs for t in kernel.inputs)
     return replace(
-        work, gemm=gemm, input_dram_ratio=1 / in_scale if host_written else 1.0,
-        input_elems=math.ceil(work.input_elems * in_scale),
-        output_elems=math.ceil(work.output_elems * out_scale),
-        weight_elems=math.ceil(work.weight_elems * stored.macs / max(g.macs, 1)),
+        work, gemm=padded.computed,
+        input_dram_ratio=1 / padded.input_scale if host_written else 1.0,
+        input_elems=math.ceil(work.input_elems * padded.input_scale),
+        output_elems=math.ceil(work.output_elems * padded.output_scale),
+        weight_elems=math.ceil(work.weight_elems * padded.stored.macs / max(g.macs, 1)),
     )
