@@ -12,13 +12,15 @@ every rknn_model_zoo pair in ``silicon/published.yaml`` this script runs npuflow
 pair's profile, one core, the pair's precision), hands RKNN the very ONNX file npuflow
 optimized and compiled, matches layers by ONNX node name, and writes
 results/rknn_estimate.{md,json}: per network RKNN's estimate and npuflow's compute cycles
-on the same layers, what RKNN leaves unestimated, and the board's published time; per
-layer for the first network.
+on the same layers, what RKNN leaves unestimated, and the board's published time; the
+board's time split into RKNN's DDR + NPU cycles of the layers it estimates and the rest,
+each beside npuflow's share; per layer for the first network.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import subprocess
@@ -30,6 +32,7 @@ from _common import HERE, ensure_venv, run_npuflow, write_result
 from silicon_agreement import load_pairs, overrides
 
 VENV = HERE / ".venv-rknn"
+CONVOLUTION_UNITS = ("array",)  # npuflow's convolution kernels (the depthwise engine's too)
 PACKAGES = ["rknn-toolkit2==2.5.0"]
 ROW = re.compile(r"\] (\d+)\s+(\S+)\s+(\S+)\s+(NPU|CPU)\s+(.*?)\s+(\d+)/(\d+)/(\d+)\s+(\d+)"
                  r"\s+(\S+)")
@@ -77,14 +80,27 @@ What the comparison shows:
   overlapping DMA had them at 0.6 on the RK3566/68. yolov5s and yolov5s_relu have
   the same estimate, yet the board takes 5.5 ms longer with SiLU: the estimate leaves out
   the SiLU pass the profile charges (``epilogue.activations`` lacks SiLU).
-- **Where RKNN estimates nothing.** PP-OCRv4's backbone (PP-LCNetV3) puts a learnable
-  affine block (a Mul by a float scalar, then an Add) after every convolution; RKNN runs
-  each as a layer of its own (the Mul in FLOAT), and estimates none of them. The board
-  takes 3.8x (det) and 5.8x (rec) RKNN's convolution estimate, so those layers, or how
-  RKNN runs them, cost more than the convolutions; npuflow fuses each chain into one
-  vector pass and predicts about half the board's time. No public source gives the cost of
-  such a layer on the RK3588, so the profile does not guess it: both pairs stay outside
-  the 1.5x band in silicon_agreement and are the open part of issue 13.
+- **Where the disagreement lives** (the second table). npuflow's convolution kernels take
+  0.96-1.16x RKNN's DDR + NPU cycles on all 28 builds (resnet50 on the RK3588 1.32, its
+  thin 1x1 layers' fill and drain), so what is left of each miss is in the layers RKNN
+  leaves unestimated. There the yolov5 and yolov8 families agree (0.85-1.12 on the
+  RK3566/68; 0.87-1.62 on the RK3588, where these layers are a few ms), and three kinds
+  of network do not:
+  - **PP-OCRv4** (0.12-0.31 of the board's rest). PP-LCNetV3's backbone puts a learnable
+    affine block (a Mul by a float scalar, then an Add) after every convolution; RKNN runs
+    each as a layer of its own (the Mul in FLOAT) and estimates none of them. If det's 74
+    and rec's 58 unestimated elementwise layers take all of the rest, each takes ~174 us
+    on the RK3588 board, in both networks. npuflow fuses each chain into one vector pass
+    at the DRAM share's rate. No public source gives the cost of such a layer, so the
+    profile does not guess it.
+  - **yolo11** (0.44-0.75). Over yolov8 it adds a C2PSA attention block and more
+    Split/Concat/Add layers. On the RK3566/68 RKNN puts the attention's Softmax on the
+    CPU, and there npuflow's shortfall is largest: 18 ms on yolo11n (a 2 x 400 x 400
+    softmax), 32 ms on yolo11s (4 x 400 x 400), where npuflow charges the host Softmax
+    0.08 and 0.16 ms. The cost of RKNN's CPU layers on the A55 cores has no public
+    figure either.
+  - ``rknn.eval_perf()`` on the boards (per-layer time) would settle both; it needs the
+    board, which this project does not have.
 """
 
 
@@ -128,11 +144,17 @@ def compare(pair: dict, python: Path, tmp: Path) -> dict:
                            "npuflow": kernel["cost"]["compute_cycles"]})
     unestimated = [r for r in rknn if r["total"] == 0 and r["target"] == "NPU"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
+    with open(run_dir / "simulate" / "layers.csv", newline="") as f:
+        convolutions = sum(float(row["total_cycles"]) for row in csv.DictReader(f)
+                           if row["unit"] in CONVOLUTION_UNITS)
     return {"network": pair["network"], "target": target, "precision": precision,
             "board_ms": pair["latency_ms"], "npuflow_ms": metrics["latency_ms"],
             "rknn_layers": len(rknn), "matched": len(layers),
             "rknn_npu": sum(x["rknn_npu"] for x in layers),
             "rknn_total_all": sum(r["total"] for r in rknn),
+            "rknn_ddr_plus_npu_ms": sum(r["ddr"] + r["npu"] for r in rknn)
+            / plan["frequency_mhz"] / 1e3,
+            "npuflow_convolution_ms": convolutions / plan["frequency_mhz"] / 1e3,
             "npuflow_compute": sum(x["npuflow"] for x in layers),
             "unestimated": len(unestimated),
             "unestimated_mb": sum(r["rw_kb"] for r in unestimated) / 1024, "layers": layers}
@@ -151,6 +173,24 @@ def markdown(results: list[dict]) -> str:
             f"| {r['board_ms'] / est_ms:.2f} | "
             f"{r['npuflow_compute'] / max(r['rknn_npu'], 1):.2f} ({r['matched']} layers) | "
             f"{r['npuflow_ms']:.2f} ms |")
+    lines += ["", "Where the board's time goes (ms; RKNN's cycles at the profile's NPU "
+              "clock). RKNN's DDR and NPU cycles summed over the layers it estimates (the "
+              "convolutions, their fused activations included) against npuflow's array and "
+              "depthwise-engine kernels; the board's remaining time, spent in the layers RKNN "
+              "leaves unestimated (elementwise, resize, concat, attention, CPU), against the "
+              "rest of npuflow's latency (vector, copy and host kernels, transfers, pre- and "
+              "post-processing):", "",
+              "| network | target | RKNN DDR + NPU | npuflow convolutions | ratio | board - RKNN "
+              "DDR + NPU | npuflow, the rest | ratio | board | npuflow |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        conv_ms = r["rknn_ddr_plus_npu_ms"]
+        rest, ours = r["board_ms"] - conv_ms, r["npuflow_ms"] - r["npuflow_convolution_ms"]
+        lines.append(
+            f"| {r['network']} | {r['target']} | {conv_ms:.2f} | "
+            f"{r['npuflow_convolution_ms']:.2f} | {r['npuflow_convolution_ms'] / conv_ms:.2f} | "
+            f"{rest:.2f} | {ours:.2f} | {ours / rest:.2f} | {r['board_ms']:.2f} | "
+            f"{r['npuflow_ms']:.2f} |")
     first = results[0]
     lines += ["", f"Per layer, {first['network']} (the 15 RKNN costs most; NPU cycles, "
               "npuflow's compute cycles of the kernel that holds the layer):", "",
