@@ -81,11 +81,11 @@ What the comparison shows:
   the same estimate, yet the board takes 5.5 ms longer with SiLU: the estimate leaves out
   the SiLU pass the profile charges (``epilogue.activations`` lacks SiLU).
 - **Where the disagreement lives** (the second table). npuflow's convolution kernels take
-  0.96-1.16x RKNN's DDR + NPU cycles on all 28 builds (resnet50 on the RK3588 1.32, its
-  thin 1x1 layers' fill and drain), so what is left of each miss is in the layers RKNN
-  leaves unestimated. There the yolov5 and yolov8 families agree (0.85-1.12 on the
-  RK3566/68; 0.87-1.62 on the RK3588, where these layers are a few ms), and three kinds
-  of network do not:
+  0.96-1.16x RKNN's DDR + NPU cycles on all 28 builds (resnet50 on the RK3588 1.32: the
+  systolic fill and drain of its folds on 7x7 and 14x14 maps), so what is left of each
+  miss is in the layers RKNN leaves unestimated. There the yolov5 and yolov8 families
+  agree (0.85-1.12 on the RK3566/68; 0.87-1.62 on the RK3588, where these layers are a
+  few ms), and two kinds of network do not:
   - **PP-OCRv4** (0.12-0.31 of the board's rest). PP-LCNetV3's backbone puts a learnable
     affine block (a Mul by a float scalar, then an Add) after every convolution; RKNN runs
     each as a layer of its own (the Mul in FLOAT) and estimates none of them. If det's 74
