@@ -20,7 +20,6 @@ each beside npuflow's share; per layer for the first network.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 import subprocess
@@ -31,8 +30,9 @@ import onnx
 from _common import HERE, ensure_venv, run_npuflow, write_result
 from silicon_agreement import load_pairs, overrides
 
+from ops.work import ARRAY
+
 VENV = HERE / ".venv-rknn"
-CONVOLUTION_UNITS = ("array",)  # npuflow's convolution kernels (the depthwise engine's too)
 PACKAGES = ["rknn-toolkit2==2.5.0"]
 ROW = re.compile(r"\] (\d+)\s+(\S+)\s+(\S+)\s+(NPU|CPU)\s+(.*?)\s+(\d+)/(\d+)/(\d+)\s+(\d+)"
                  r"\s+(\S+)")
@@ -144,9 +144,8 @@ def compare(pair: dict, python: Path, tmp: Path) -> dict:
                            "npuflow": kernel["cost"]["compute_cycles"]})
     unestimated = [r for r in rknn if r["total"] == 0 and r["target"] == "NPU"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    with open(run_dir / "simulate" / "layers.csv", newline="") as f:
-        convolutions = sum(float(row["total_cycles"]) for row in csv.DictReader(f)
-                           if row["unit"] in CONVOLUTION_UNITS)
+    convolutions = sum(k["cost"]["total_cycles"] for k in plan["kernels"]  # depthwise too
+                       if k["target"] == "npu" and k["cost"]["unit"] == ARRAY)
     return {"network": pair["network"], "target": target, "precision": precision,
             "board_ms": pair["latency_ms"], "npuflow_ms": metrics["latency_ms"],
             "rknn_layers": len(rknn), "matched": len(layers),
