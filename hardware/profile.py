@@ -125,8 +125,14 @@ class Weights:
 
 @dataclass
 class VectorUnit:
-    # elementwise / activation / pooling elements per cycle
+    """``lanes``: elementwise / activation / pooling elements per cycle. ``chains``: a
+    chain of elementwise ops (x*a+b, an activation's pieces) runs as one pass, reading its
+    input once and writing once; false: each op is a pass of its own through DRAM, taking
+    along only an activation its output stage applies (``epilogue.activations``), as
+    RKNN-Toolkit2 compiles them (one layer per Mul and per Add)."""
+
     lanes: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 65536))
+    chains: bool = True
 
 
 @dataclass

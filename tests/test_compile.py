@@ -6,11 +6,12 @@ import dataclasses
 import json
 
 import numpy as np
+import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from hardware.profile import load_profile
 from ops.graph import from_onnx
@@ -264,3 +265,89 @@ def test_control_flow_stops_in_one_line_and_leaves_nothing_half_written(tmp_path
     metrics = json.loads((tmp_path / "host" / "metrics.json").read_text())
     assert metrics["uncosted_ops"] == ["branch_1"]
     assert "branch_1" in metrics["fallback_ops"]
+
+
+def _hardswish_model(form: str) -> onnx.ModelProto:
+    """Conv -> HardSwish written the way ``form`` exporters write it -> x*a+b (PP-OCRv4's
+    learnable affine)."""
+    f = np.float32
+    consts = {"w": np.full((16, 16, 1, 1), 0.05, f), "three": f(3), "zero": f(0),
+              "six": f(6), "sixth": f(1 / 6), "two": f(2), "a": f(1.5), "b": f(0.25)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv")]
+    if form == "hardsigmoid":
+        nodes += [helper.make_node("HardSigmoid", ["c"], ["g"], name="hs", alpha=1 / 6),
+                  helper.make_node("Mul", ["c", "g"], ["h"], name="hs_mul")]
+    else:
+        offset = "two" if form == "not_hardswish" else "three"
+        nodes.append(helper.make_node("Add", ["c", offset], ["p"], name="hs_add"))
+        gated = "p"
+        if form != "no_clip":
+            nodes.append(helper.make_node("Clip", ["p", "zero", "six"], ["q"], name="hs_clip"))
+            gated = "q"
+        if form == "div_first":
+            nodes += [helper.make_node("Div", [gated, "six"], ["r"], name="hs_div"),
+                      helper.make_node("Mul", ["c", "r"], ["h"], name="hs_mul")]
+        else:
+            last = ("Mul", "sixth") if form == "no_clip" else ("Div", "six")
+            nodes += [helper.make_node("Mul", ["c", gated], ["r"], name="hs_mul"),
+                      helper.make_node(last[0], ["r", last[1]], ["h"], name="hs_div")]
+    nodes += [helper.make_node("Mul", ["h", "a"], ["s"], name="lab_mul"),
+              helper.make_node("Add", ["s", "b"], ["y"], name="lab_add")]
+    graph = helper.make_graph(
+        nodes, "hardswish",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32, 32])],
+        [numpy_helper.from_array(np.asarray(v, f), n) for n, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _with(profile, chains=None, epilogue=None):
+    vector = profile.vector_unit if chains is None else \
+        dataclasses.replace(profile.vector_unit, chains=chains)
+    ep = profile.epilogue if epilogue is None else \
+        dataclasses.replace(profile.epilogue, activations=epilogue)
+    return dataclasses.replace(profile, vector_unit=vector, epilogue=ep)
+
+
+@pytest.mark.parametrize("form", ["clip_div", "div_first", "no_clip", "hardsigmoid"])
+def test_every_exported_hardswish_is_one_activation(form):
+    """However the exporter wrote it, HardSwish is one activation: fused into the conv
+    when the output stage applies it, else one vector pass (RKNN's
+    replace_torch_hardswish2); the affine after it is one pass per op on RKNN."""
+    import onnxruntime as ort
+    model = _hardswish_model(form)
+    x = np.random.default_rng(0).normal(0, 40, (1, 16, 32, 32)).astype(np.float32)
+    c = np.einsum("oi,bihw->bohw", np.full((16, 16), 0.05, np.float32), x)
+    y = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    gate = c + 3 if form == "no_clip" else np.clip(c + 3, 0, 6)  # int8's range clips it
+    np.testing.assert_allclose(y, c * gate / 6 * 1.5 + 0.25, rtol=1e-4, atol=1e-4)
+    graph, rk3588 = from_onnx(model), _profile("rk3588")
+    separate = _compile(graph, rk3588)["kernels"]
+    assert [(k["composite"], len(k["op_types"])) for k in separate] == \
+        [(None, 1), ("HardSwish", 2 if form == "hardsigmoid" else 4 - (form == "no_clip")),
+         (None, 1), (None, 1)]
+    assert all(k["unit"] == "vector" for k in separate[1:])
+    chained = _compile(graph, _with(rk3588, chains=True))["kernels"]
+    assert [k["op_types"] for k in chained[2:]] == [["Mul", "Add"]]
+    fused = _compile(graph, _with(rk3588, epilogue=["Relu", "HardSwish"]))["kernels"]
+    assert fused[0]["op_types"][0] == "Conv" and len(fused[0]["op_types"]) > 2
+    assert [k["op_types"] for k in fused[1:]] == [["Mul"], ["Add"]]
+
+
+def test_an_add_of_two_then_clip_is_not_hardswish():
+    kernels = _compile(from_onnx(_hardswish_model("not_hardswish")),
+                       _profile("rk3588"))["kernels"]
+    assert not any(k["composite"] for k in kernels)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["rk3588", "rk3568", "edge_tpu", "ethos_u55_256", "nvdla_full"]),
+       st.sampled_from(["clip_div", "no_clip", "hardsigmoid"]))
+def test_running_each_elementwise_op_alone_never_costs_less(name, form):
+    """One pass per op moves every intermediate through DRAM: never cheaper than the chain
+    in one pass, on any profile."""
+    graph = from_onnx(_hardswish_model(form))
+    cost = {chains: sum(k["cost"]["total_cycles"] for k in
+                        _compile(graph, _with(_profile(name), chains=chains))["kernels"])
+            for chains in (True, False)}
+    assert cost[False] > cost[True]

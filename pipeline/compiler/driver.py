@@ -126,7 +126,8 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
     float_precision = float_precision or SCHEME_PRECISION.get(quant_scheme, "fp32")
     uncosted = control_flow_nodes(graph, cfg.get("control_flow", "error"))
     kernels = fuse(graph, _enabled_patterns(cfg, profile),
-                   epilogue_activations=frozenset(profile.epilogue.activations))
+                   epilogue_activations=frozenset(profile.epilogue.activations),
+                   vector_chains=profile.vector_unit.chains)
     decisions = decide(kernels, graph, profile, float_precision)
     placement, body = _place(decisions, _cost_plan(decisions, graph, profile, cfg), graph,
                              profile, cfg)

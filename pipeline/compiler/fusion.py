@@ -6,9 +6,13 @@ dispatch per op (DOMAIN.md section 4). Patterns, each switchable in ``compile.fu
 - ``epilogue``: Conv / ConvTranspose / Gemm / MatMul followed by BatchNormalization, a
   constant bias or scale (Add/Mul/Sub/Div with a constant), and one activation;
 - ``residual``: one Add of another activation after the anchor (ResNet shortcut);
-- ``gelu`` / ``silu``: the exporter subgraphs ``0.5*x*(1+erf(x/sqrt2))`` and
-  ``x*sigmoid(x)`` become one activation, checked against ``Gelu`` / ``Silu`` support;
-- ``elementwise``: chains of single-consumer elementwise / activation ops;
+- ``gelu`` / ``silu`` / ``hardswish``: the exporter subgraphs ``0.5*x*(1+erf(x/sqrt2))``,
+  ``x*sigmoid(x)`` and ``x*clip(x+3, 0, 6)/6`` (or ``x*hardsigmoid(x)``) become one
+  activation, checked against ``Gelu`` / ``Silu`` / ``HardSwish`` support (RKNN-Toolkit2
+  2.5.0 does the same: its fuse_ops log lists ``replace_torch_hardswish2`` on PP-OCRv4);
+- ``elementwise``: chains of single-consumer elementwise / activation ops, on a profile
+  whose vector unit runs a chain in one pass (``vector_unit.chains``); otherwise an
+  elementwise op takes along only one activation its output stage applies;
 - ``pool``: a MaxPool directly after an anchor's epilogue.
 
 A node joins a kernel only if its input comes from the kernel and that input has no other
@@ -22,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ops.graph import Graph, Node
 
 ANCHORS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -30,15 +36,15 @@ ACTIVATIONS = frozenset({"Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh"
 ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu", "Sigmoid",
                          "Tanh", "HardSigmoid", "HardSwish", "Erf", "Gelu", "Neg", "Abs",
                          "Sqrt", "Exp", "Max", "Min", "Pow"})
-PATTERNS = ("epilogue", "residual", "gelu", "silu", "elementwise", "pool")
+PATTERNS = ("epilogue", "residual", "gelu", "silu", "hardswish", "elementwise", "pool")
 
 
 @dataclass
 class Kernel:
     name: str
     nodes: list[Node]
-    pattern: str  # single | epilogue | elementwise | gelu | silu
-    composite: str | None = None  # the op the fused pattern is checked as (Gelu, Silu)
+    pattern: str  # single | epilogue | elementwise | gelu | silu | hardswish
+    composite: str | None = None  # the op the fused pattern is checked as (Gelu, ...)
     folded: set[str] = field(default_factory=set)  # BN / const bias nodes folded into weights
     inputs: list[str] = field(default_factory=list)  # activation tensors read from outside
     outputs: list[str] = field(default_factory=list)  # tensors used outside the kernel
@@ -85,6 +91,69 @@ def _match_silu(node: Node, cons: Mapping[str, list[Node]]) -> list[Node] | None
     return None
 
 
+def _scalar_value(graph: Graph, name: str) -> float | None:
+    """A constant scalar operand's value, dequantized where Q/DQ folding left it int8."""
+    t = graph.tensor(name) if name else None
+    data = t.value() if t is not None and t.is_const else None
+    if data is None or data.size != 1:
+        return None
+    v = float(data.reshape(-1)[0])
+    if t.scale is not None and data.dtype.kind in "iu":
+        zero = float(np.asarray(t.zero_point).reshape(-1)[0]) if t.zero_point is not None else 0
+        v = (v - zero) * float(np.asarray(t.scale).reshape(-1)[0])
+    return v
+
+
+def _times_scalar(node: Node | None, graph: Graph, inside: str, value: float,
+                  ops: tuple[str, ...]) -> bool:
+    """``node`` is ``inside`` (op) a constant scalar close to ``value`` (int8 rounding)."""
+    if node is None or node.op_type not in ops:
+        return False
+    other = [i for i in node.inputs if i and i != inside]
+    v = _scalar_value(graph, other[0]) if len(other) == 1 else None
+    return v is not None and abs(v - value) <= 0.02 * abs(value)
+
+
+def _over_six(node: Node | None, graph: Graph, inside: str) -> bool:
+    return _times_scalar(node, graph, inside, 6.0, ("Div",)) or \
+        _times_scalar(node, graph, inside, 1 / 6, ("Mul",))
+
+
+def _match_hardswish(node: Node, graph: Graph, cons: Mapping[str, list[Node]]
+                     ) -> list[Node] | None:
+    """HardSwish as exporters write it, from its first op: x*hardsigmoid(x) (alpha 1/6,
+    beta 1/2), or x*clip(x+3, 0, 6)/6 with the division before or after the product. The
+    Clip may be missing: onnxruntime's QDQ quantizer drops a Clip whose int8 output range
+    already enforces it."""
+    def sole(n: Node | None) -> Node | None:
+        users = cons.get(n.outputs[0], []) if n is not None else []
+        return users[0] if len(users) == 1 else None
+
+    def times_x(n: Node | None, x: str) -> bool:
+        return n is not None and n.op_type == "Mul" and x in n.inputs
+
+    if node.op_type == "HardSigmoid":
+        alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
+        mul = sole(node)
+        ok = abs(alpha - 1 / 6) < 1e-4 and abs(beta - 0.5) < 1e-4 and times_x(mul, node.inputs[0])
+        return [node, mul] if ok else None
+    x = next((i for i in node.inputs if i and not graph.tensors[i].is_const), "")
+    if not _times_scalar(node, graph, x, 3.0, ("Add",)):
+        return None
+    chain, nxt = [node], sole(node)
+    if nxt is not None and nxt.op_type == "Clip":
+        low, high = ([_scalar_value(graph, i) for i in nxt.inputs[1:3]] + [None, None])[:2]
+        if low is None or high is None or abs(low) > 0.05 or abs(high - 6) > 0.1:
+            return None
+        chain.append(nxt)
+        nxt = sole(nxt)
+    after = sole(nxt)
+    if (times_x(nxt, x) and _over_six(after, graph, nxt.outputs[0])) or \
+            (_over_six(nxt, graph, chain[-1].outputs[0]) and times_x(after, x)):
+        return [*chain, nxt, after]
+    return None
+
+
 def _sole_user(tensor: str, cons: Mapping[str, list[Node]], graph: Graph) -> Node | None:
     users = cons.get(tensor, [])
     if len(users) != 1 or tensor in graph.outputs:
@@ -105,10 +174,12 @@ def _finish(kernel: Kernel, graph: Graph, cons: Mapping[str, list[Node]]) -> Ker
 
 
 def fuse(graph: Graph, enabled: Mapping[str, bool],
-         epilogue_activations: frozenset[str] = ACTIVATIONS | {"Silu"}) -> list[Kernel]:
+         epilogue_activations: frozenset[str] = ACTIVATIONS | {"Silu"},
+         vector_chains: bool = True) -> list[Kernel]:
     """Kernels in topological order; ``enabled`` maps pattern name -> on/off;
-    ``epilogue_activations`` are the activations the array's output stage applies (the
-    profile's ``epilogue.activations``); any other stays a kernel of its own."""
+    ``epilogue_activations`` are the activations an output stage applies (the profile's
+    ``epilogue.activations``); any other stays a kernel of its own. ``vector_chains``: the
+    vector unit runs a chain of elementwise ops as one pass (``vector_unit.chains``)."""
     cons = graph.consumers()
     taken: set[str] = set()
     kernels: list[Kernel] = []
@@ -126,6 +197,9 @@ def fuse(graph: Graph, enabled: Mapping[str, bool],
         if enabled.get("silu") and (chain := _match_silu(node, cons)):
             grab(chain, "silu", "Silu")
             continue
+        if enabled.get("hardswish") and (chain := _match_hardswish(node, graph, cons)):
+            grab(chain, "hardswish", "HardSwish")
+            continue
         if node.op_type in ANCHORS and enabled.get("epilogue"):
             chain, folded = _epilogue(node, graph, cons, enabled, taken,
                                       epilogue_activations)
@@ -136,7 +210,10 @@ def fuse(graph: Graph, enabled: Mapping[str, bool],
             chain = [node]
             while (user := _sole_user(chain[-1].outputs[0], cons, graph)) is not None \
                     and user.op_type in ELEMENTWISE and user.name not in taken \
-                    and not _match_gelu(user, graph, cons):
+                    and not _match_gelu(user, graph, cons) \
+                    and not _match_hardswish(user, graph, cons) \
+                    and (vector_chains or (len(chain) == 1 and user.op_type in ACTIVATIONS
+                                           and user.op_type in epilogue_activations)):
                 chain.append(user)
             grab(chain, "elementwise" if len(chain) > 1 else "single")
             continue
@@ -172,6 +249,24 @@ def toposort(kernels: list[Kernel]) -> list[Kernel]:
     return order
 
 
+def _composite_activation(users: list[Node], graph: Graph, cons: Mapping[str, list[Node]],
+                          enabled: Mapping[str, bool], free: frozenset[str], taken: set[str]
+                          ) -> list[Node] | None:
+    """A SiLU or HardSwish subgraph that every reader of the epilogue's tensor belongs to,
+    when the output stage applies it (``free``) and its pattern is on."""
+    names = {u.name for u in users}
+    for user in users:
+        for pattern, op in (("silu", "Silu"), ("hardswish", "HardSwish")):
+            if not enabled.get(pattern) or op not in free:
+                continue
+            nodes = _match_silu(user, cons) if pattern == "silu" else \
+                _match_hardswish(user, graph, cons)
+            if nodes and names <= {n.name for n in nodes} and \
+                    not any(n.name in taken for n in nodes):
+                return nodes
+    return None
+
+
 def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
               enabled: Mapping[str, bool], taken: set[str], free: frozenset[str]
               ) -> tuple[list[Node], set[str]]:
@@ -182,13 +277,11 @@ def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
     while True:
         inside = chain[-1].outputs[0]
         users = [] if inside in graph.outputs else cons.get(inside, [])
-        if enabled.get("silu") and "Silu" in free and not activation and len(users) == 2:
-            sigmoid = next((u for u in users if u.op_type == "Sigmoid"), None)
-            silu = _match_silu(sigmoid, cons) if sigmoid else None
-            if silu and silu[1] in users and not any(n.name in taken for n in silu):
-                chain.extend(silu)
-                activation = True
-                continue
+        if not activation and len(users) >= 2 and \
+                (composite := _composite_activation(users, graph, cons, enabled, free, taken)):
+            chain.extend(composite)
+            activation = True
+            continue
         if len(users) != 1 or users[0].name in taken:
             break
         user, op = users[0], users[0].op_type
