@@ -86,13 +86,18 @@ What the comparison shows:
   miss is in the layers RKNN leaves unestimated. There the yolov5 and yolov8 families
   agree (0.85-1.12 on the RK3566/68; 0.87-1.62 on the RK3588, where these layers are a
   few ms), and two kinds of network do not:
-  - **PP-OCRv4** (0.12-0.31 of the board's rest). PP-LCNetV3's backbone puts a learnable
-    affine block (a Mul by a float scalar, then an Add) after every convolution; RKNN runs
-    each as a layer of its own (the Mul in FLOAT) and estimates none of them. If det's 74
-    and rec's 58 unestimated elementwise layers take all of the rest, each takes ~174 us
-    on the RK3588 board, in both networks. npuflow fuses each chain into one vector pass
-    at the DRAM share's rate. No public source gives the cost of such a layer, so the
-    profile does not guess it.
+  - **PP-OCRv4** (0.28-0.34 of the board's rest). PP-LCNetV3's backbone puts a learnable
+    affine block (a Mul by a float scalar, then an Add) after every HardSwish; RKNN runs
+    each as a layer of its own (the Mul in FLOAT) and estimates none of them. Since
+    5bb830b npuflow lays these networks out as RKNN does: every elementwise op is a pass
+    of its own on the Rockchip profiles (``vector_unit.chains: false``) and the exported
+    HardSwish is one activation (RKNN's ``replace_torch_hardswish2``), so det runs 35 Add
+    and 34 Mul passes where RKNN's table has 38 and 36 layers (the rest was 0.12-0.31 when
+    npuflow fused each chain into one pass). What is left: the board's rest exceeds
+    npuflow's by 8.5 ms on det and 7.2 ms on rec on the RK3588 (21 and 29 ms on the
+    RK3566/68), ~130-180 us per scalar Mul or Add layer on the RK3588 if they take it
+    all, where the yolov5 / yolov8 elementwise layers agree. No public source gives the
+    cost of such a layer, so the profile does not guess it.
   - **yolo11** (0.44-0.75). Over yolov8 it adds a C2PSA attention block and more
     Split/Concat/Add layers. On the RK3566/68 RKNN puts the attention's Softmax on the
     CPU, and there npuflow's shortfall is largest: 18 ms on yolo11n (a 2 x 400 x 400
