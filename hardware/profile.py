@@ -129,7 +129,8 @@ class VectorUnit:
     chain of elementwise ops (x*a+b, an activation's pieces) runs as one pass, reading its
     input once and writing once; false: each op is a pass of its own through DRAM, taking
     along only an activation its output stage applies (``epilogue.activations``), as
-    RKNN-Toolkit2 compiles them (one layer per Mul and per Add)."""
+    RKNN-Toolkit2 compiles them (one layer per Mul and per Add) and Vela packs them (one
+    elementwise op per pass)."""
 
     lanes: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 65536))
     chains: bool = True
