@@ -63,6 +63,15 @@ class Tensor:
     def value(self) -> np.ndarray | None:
         return numpy_helper.to_array(self.proto) if self.proto is not None else None
 
+    def real_value(self) -> np.ndarray | None:
+        """The constant's real value: integer data that Q/DQ folding gave a scale and
+        zero point is dequantized, (q - zero_point) * scale."""
+        data = self.value()
+        if data is None or self.scale is None or data.dtype.kind not in "iu":
+            return data
+        zero = 0.0 if self.zero_point is None else np.asarray(self.zero_point, np.float64)
+        return (data.astype(np.float64) - zero) * np.asarray(self.scale, np.float64)
+
 
 @dataclass
 class Node:

@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ops.graph import Graph, Node
 
 ANCHORS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
@@ -94,14 +92,8 @@ def _match_silu(node: Node, cons: Mapping[str, list[Node]]) -> list[Node] | None
 def _scalar_value(graph: Graph, name: str) -> float | None:
     """A constant scalar operand's value, dequantized where Q/DQ folding left it int8."""
     t = graph.tensor(name) if name else None
-    data = t.value() if t is not None and t.is_const else None
-    if data is None or data.size != 1:
-        return None
-    v = float(data.reshape(-1)[0])
-    if t.scale is not None and data.dtype.kind in "iu":
-        zero = float(np.asarray(t.zero_point).reshape(-1)[0]) if t.zero_point is not None else 0
-        v = (v - zero) * float(np.asarray(t.scale).reshape(-1)[0])
-    return v
+    data = t.real_value() if t is not None and t.is_const else None
+    return float(data.reshape(-1)[0]) if data is not None and data.size == 1 else None
 
 
 def _times_scalar(node: Node | None, graph: Graph, inside: str, value: float,
