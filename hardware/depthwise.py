@@ -39,10 +39,11 @@ def engine_rate(mode: DepthwiseMode, throughput: PerPrecision, precision: str) -
 
 
 def pixel_blocks(gemm: GemmShape, mode: DepthwiseMode) -> int:
-    """Output-pixel blocks of ``block_rows`` x (pixels / block_rows): Vela counts a 2x2
-    micro-block grid, ceil(H / 2) x ceil(W / 2), so odd maps pay for partial blocks."""
+    """Output-pixel blocks of ``block_rows`` x (pixels / block_rows): Vela counts a grid of
+    micro-blocks, ceil(H / 2) x ceil(W / 2) for the U55-256's 2x2 and H x ceil(W / 2) for
+    the U55-128's 2x1 (one row high, two pixels wide), so odd maps pay for partial blocks."""
     cols = mode.pixels // mode.block_rows
-    if mode.block_rows == 1 or not gemm.width:
+    if not gemm.width:
         return math.ceil(gemm.m / mode.pixels)
     rows = gemm.m // gemm.width  # batch x output height
     return math.ceil(rows / mode.block_rows) * math.ceil(gemm.width / cols)
