@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
@@ -91,8 +92,21 @@ Why the numbers differ (the same network, the same accelerator, two models of it
 """
 
 
-def vela_python() -> Path:
-    return ensure_venv(VENV, PACKAGES)
+@dataclass(frozen=True)
+class Vela:
+    """Vela's venv python and the vela.ini its wheel ships (found once per run)."""
+
+    python: Path
+    ini: str
+
+    @classmethod
+    def install(cls) -> Vela:
+        python = ensure_venv(VENV, PACKAGES)
+        ini = subprocess.run(
+            [str(python), "-c", "import ethosu.vela, pathlib; print(pathlib.Path("
+             "ethosu.vela.__file__).parent.parent / 'config_files' / 'Arm' / 'vela.ini')"],
+            check=True, capture_output=True, text=True).stdout.strip()
+        return cls(python, ini)
 
 
 def convert(python: Path) -> None:
@@ -121,14 +135,10 @@ def flatten_gemm_inputs(path: Path) -> None:
     onnx.save(model, path)
 
 
-def run_vela(python: Path, tflite: str, target: tuple[str, str, str], out: Path
+def run_vela(vela: Vela, tflite: str, target: tuple[str, str, str], out: Path
              ) -> tuple[dict, list[dict]]:
     _, accelerator, system = target
-    ini = subprocess.run(
-        [str(python), "-c", "import ethosu.vela, pathlib; print(pathlib.Path("
-         "ethosu.vela.__file__).parent.parent / 'config_files' / 'Arm' / 'vela.ini')"],
-        check=True, capture_output=True, text=True).stdout.strip()
-    subprocess.run([str(python.parent / "vela"), str(MODELS / tflite), "--config", ini,
+    subprocess.run([str(vela.python.parent / "vela"), str(MODELS / tflite), "--config", vela.ini,
                     "--accelerator-config", accelerator, "--system-config", system,
                     "--memory-mode", MEMORY_MODE, "--verbose-performance",
                     "--output-dir", str(out)], check=True, capture_output=True)
@@ -183,9 +193,9 @@ def align(vela: list[dict], ours: list[dict]) -> list[tuple[dict | None, dict | 
 
 
 def compare(name: str, int8: str, onnx_file: str, target: tuple[str, str, str],
-            python: Path, tmp: Path) -> dict:
+            vela: Vela, tmp: Path) -> dict:
     profile = target[0]
-    summary, rows = run_vela(python, int8, target, tmp / f"vela_{profile}_{Path(int8).stem}")
+    summary, rows = run_vela(vela, int8, target, tmp / f"vela_{profile}_{Path(int8).stem}")
     model = ("model=onnx", f"model.path={MODELS / onnx_file}", f"hardware={profile}",
              "quant=int8", "run.cache=false")
     run_dir = tmp / f"npuflow_{profile}_{Path(onnx_file).stem}"
@@ -254,12 +264,16 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=[],
                         help="networks whose name contains one of these (a trial run)")
     args = parser.parse_args()
-    python = vela_python()
+    chosen = [n for n in NETWORKS
+              if not args.only or any(s.lower() in n[0].lower() for s in args.only)]
+    if not chosen:
+        parser.error(f"--only {' '.join(args.only)} matches none of: "
+                     f"{'; '.join(n[0] for n in NETWORKS)}")
+    vela = Vela.install()
     if args.convert:
-        convert(python)
-    chosen = [n for n in NETWORKS if not args.only or any(s in n[0] for s in args.only)]
+        convert(vela.python)
     with tempfile.TemporaryDirectory() as tmp:
-        results = [compare(name, int8, onnx_file, target, python, Path(tmp))
+        results = [compare(name, int8, onnx_file, target, vela, Path(tmp))
                    for target in TARGETS for name, int8, _, onnx_file in chosen]
     text = markdown(results)
     write_result("vela_compare", text, results)

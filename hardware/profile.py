@@ -26,6 +26,7 @@ from hardware.bounds import (
     check_tree,
     choices,
 )
+from hardware.profile_file import ProfileError, read_profile_yaml
 from hardware.thermal import ColdStart, PowerMode, Thermal, check_thermal
 from ops.activation import OPS_PER_ELEMENT
 from ops.registry import SPECS
@@ -36,10 +37,6 @@ Layout = choices("Layout", "NHWC", "NCHW")
 DepthwiseUnit = choices("DepthwiseUnit", "array", "vector", "engine")
 WeightCompression = choices("WeightCompression", "none", "entropy")
 Precision = choices("Precision", *PRECISIONS)
-
-
-class ProfileError(BoundsError):
-    """A profile value that is well-typed but unusable; ``key`` is its full dotted name."""
 
 
 @dataclass
@@ -339,12 +336,6 @@ def profile_from_config(cfg: DictConfig | dict, prefix: str = "hardware") -> Har
 
 
 def load_profile(path: str | Path) -> HardwareProfile:
-    """Load a profile from a plain YAML file (no Hydra); errors name the file and key."""
-    path = Path(path)
-    try:
-        raw = OmegaConf.load(path)
-    except (OSError, OmegaConfBaseException, ValueError) as exc:
-        raise ProfileError(str(path), f"cannot read profile: {exc}") from exc
-    if isinstance(raw, DictConfig):
-        raw.pop("defaults", None)
-    return profile_from_config(raw, prefix=str(path))
+    """Load a profile from a plain YAML file (no Hydra; a defaults list naming sibling
+    profiles is resolved as Hydra would); errors name the file and key."""
+    return profile_from_config(read_profile_yaml(path), prefix=str(path))

@@ -45,6 +45,13 @@ def profile_file(tmp: Path, edit: Callable[[str], str]) -> list[str]:
     return [f"hydra.searchpath=[file://{tmp / 'conf'}]", "hardware=bad"]
 
 
+def derived_file(tmp: Path, body: str) -> list[str]:
+    """A profile derived from bad.yaml (see profile_file) by a defaults list: ``hardware=child``."""
+    text = f"defaults: [bad, _self_]\nname: child\n{body}\n"
+    (tmp / "conf" / "hardware" / "child.yaml").write_text(text)
+    return [f"hydra.searchpath=[file://{tmp / 'conf'}]", "hardware=child"]
+
+
 def model_file(make: Callable[[Path], Path]) -> Callable[[Path], list[str]]:
     return lambda tmp: ["model=onnx", f"model.path={make(tmp)}"]
 
@@ -164,6 +171,10 @@ CASES: dict[str, Case] = {
         t, lambda s: s.replace("  Relu: {}", "  Relu: {}\n  Frobnicate: {}"))),
     "no_ops_section": Case(culprit="hardware.ops", setup=lambda t: profile_file(
         t, lambda s: s[:s.index("\nops:")] + s[s.index("\nhost:"):])),
+    "derived_missing_parent": Case(culprit="hardware/rk9999", setup=lambda t: profile_file(
+        t, lambda s: "defaults: [rk9999, _self_]\n" + s)),
+    "derived_bad_override": Case(culprit="hardware.dram.bandwidth_gbps", setup=lambda t: (
+        profile_file(t, lambda s: s) and derived_file(t, "dram: {bandwidth_gbps: -1}"))),
     "unknown_profile_key": Case(culprit="hardware.sram.size_kbb", setup=lambda t: profile_file(
         t, lambda s: s.replace("size_kb:", "size_kbb:"))),
     # sustained load: power modes, thermal model, governor

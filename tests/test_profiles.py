@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from omegaconf import OmegaConf
 
-from hardware.profile import PRECISIONS
+from hardware.profile import PRECISIONS, ProfileError, load_profile, profile_from_config
+from hardware.profile_file import read_profile_yaml
 from pipeline.supported_ops import DOCS, profiles, render
-from tests.conftest import CONF
+from tests.conftest import CONF, compose_config
 
 PROFILES = {p.name: p for p in profiles()}
 
@@ -69,3 +71,48 @@ def test_supported_ops_help_prints_and_writes_nothing():
     assert unknown.returncode == 2 and "no profile 'nope'" in unknown.stderr
     assert shown.returncode == 0 and shown.stdout == (DOCS / "rk3588.md").read_text()
     assert {p: p.stat().st_mtime_ns for p in DOCS.glob("*.md")} == before
+
+
+def _family(tmp_path, child: str) -> None:
+    (tmp_path / "rk3588.yaml").write_text((CONF / "hardware" / "rk3588.yaml").read_text())
+    (tmp_path / "child.yaml").write_text(child)
+
+
+def test_a_derived_profile_states_only_what_differs(tmp_path):
+    _family(tmp_path, "defaults: [rk3588, _self_]\nname: child\ncores: 1\n"
+                      "dram: {bandwidth_gbps: 8.5}\n")
+    parent, child = load_profile(tmp_path / "rk3588.yaml"), load_profile(tmp_path / "child.yaml")
+    assert (child.name, child.cores, child.dram.bandwidth_gbps) == ("child", 1, 8.5)
+    assert child.dram.latency_ns == parent.dram.latency_ns  # the rest of a section is kept
+    assert child.mac_array == parent.mac_array and child.ops == parent.ops
+    # _self_ first: the parent's values win, as in Hydra's composition order
+    _family(tmp_path, "defaults: [_self_, rk3588]\nname: child\ncores: 1\n")
+    assert load_profile(tmp_path / "child.yaml").cores == parent.cores
+
+
+@pytest.mark.parametrize("name", sorted(n for n in PROFILES if "defaults:" in
+                                        (CONF / "hardware" / f"{n}.yaml").read_text()))
+def test_derived_profiles_read_without_hydra_as_hydra_composes_them(name):
+    cfg = compose_config(f"hardware={name}")
+    assert profile_from_config(cfg.hardware) == PROFILES[name]
+
+
+@pytest.mark.parametrize("child, culprit", [
+    ("defaults: [rk9999]\nname: child\n", "rk9999"),
+    ("defaults: [child]\nname: child\n", "cycle (child -> child)"),
+    ("defaults: [../rk3588]\nname: child\n", "not a profile beside this file"),
+])
+def test_a_broken_defaults_list_names_the_file(tmp_path, child, culprit):
+    _family(tmp_path, child)
+    with pytest.raises(ProfileError) as err:
+        load_profile(tmp_path / "child.yaml")
+    assert str(tmp_path / "child.yaml") in str(err.value) and culprit in str(err.value)
+
+
+def test_a_users_profile_may_derive_from_a_shipped_one(tmp_path):
+    (tmp_path / "mine.yaml").write_text("defaults: [rk3568, _self_]\nname: mine\n"
+                                        "frequency_mhz: 800\n")
+    raw = read_profile_yaml(tmp_path / "mine.yaml", [CONF / "hardware"])
+    assert (raw.name, raw.frequency_mhz) == ("mine", 800)
+    assert raw.dram == OmegaConf.load(CONF / "hardware" / "rk3568.yaml").dram
+    assert "defaults" not in raw  # the copy npuflow-calibrate writes stands on its own

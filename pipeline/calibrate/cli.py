@@ -18,6 +18,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from rich.progress import Progress
 
+from hardware.profile_file import read_profile_yaml
 from pipeline.artifacts import atomic_path, write_text
 from pipeline.calibrate.evaluate import Params, RowModel, compose_row, dump, params_of
 from pipeline.calibrate.fit import fit, leave_one_out
@@ -76,8 +77,8 @@ def _profile_file(conf_dirs: list[Path], name: str) -> Path:
 
 
 def calibrated_yaml(source: Path, name: str, fitted: Params, text_summary: str,
-                    rows: int) -> str:
-    profile = OmegaConf.load(source)
+                    rows: int, search: list[Path]) -> str:
+    profile = read_profile_yaml(source, search)  # a derived profile's copy stands alone
     for key, value in fitted:
         prior = OmegaConf.select(profile, key)
         OmegaConf.update(profile, key, round(value) if isinstance(prior, int) else
@@ -152,7 +153,8 @@ def _calibrate(rows: list[Measurement], layer_times: dict[int, list[LayerTime]],
                       result.params, free, result.rms_log_error, result.evaluations,
                       layers.summary(result.params))
     text = summary(outcome)
-    yaml_text = calibrated_yaml(source, out_name, result.params, text, len(rows))
+    yaml_text = calibrated_yaml(source, out_name, result.params, text, len(rows),
+                               [d / "hardware" for d in reversed(conf_dirs)])
     report_dir.mkdir(parents=True, exist_ok=True)
     write_text(report_dir / "report.md", markdown(outcome, f"{out_name}: calibration report"))
     with atomic_path(report_dir / "ratios.png") as tmp:
