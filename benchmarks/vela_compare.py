@@ -1,4 +1,4 @@
-"""npuflow vs Arm Vela on MLPerf Tiny's networks, per layer, on three Ethos-U configurations.
+"""npuflow vs Arm Vela on eight embedded networks, per layer, on three Ethos-U configurations.
 
     python benchmarks/vela_compare.py [--convert] [--only NAME ...]
 
@@ -6,11 +6,13 @@ Vela (``ethos-u-vela`` 5.2.0 in ``benchmarks/.venv-vela``) compiles each int8 TF
 for each target of ``TARGETS``: an accelerator configuration with one of Arm's ``vela.ini``
 system configs and memory mode ``Shared_Sram`` (weights in flash or DRAM, tensor arena in
 SRAM), and writes its per-layer and summary CSVs. npuflow runs its real pipeline on the
-float network converted to ONNX by ``tflite2onnx`` (it quantizes it itself to int8 with
-onnxruntime) on the target's profile in ``conf/hardware/``. The first target,
+float network as ONNX (``tflite2onnx`` for MLPerf Tiny's files, tf2onnx for the four
+``make_keras_tflite.py`` writes; npuflow quantizes it itself to int8 with onnxruntime) on
+the target's profile in ``conf/hardware/``. The first target,
 ``ethos_u55_256``, is the one the profile was built against; ``ethos_u55_128`` and
 ``ethos_u65_256`` were written from Vela's architecture numbers alone and are held out, as
-are the DS-CNN and MobileNetV1 networks. Per layer (first target only), layers are
+are every network but ResNet-8 and ad01 (MLPerf Tiny's DS-CNN and MobileNetV1; a CIFAR
+CNN, MobileNetV2, MobileNetV3-Small and a U-Net). Per layer (first target only), layers are
 matched in execution order by kind (convolution, fully connected, add, pool, softmax;
 Vela's ~20-op softmax decomposition is summed). ``--convert`` re-creates the ONNX files
 from the float TFLite files. Writes results/vela_compare.{md,json}.
@@ -29,17 +31,29 @@ from _common import HERE, ensure_venv, read_csv, run_npuflow, write_result
 
 VENV = HERE / ".venv-vela"
 PACKAGES = ["ethos-u-vela==5.2.0", "tflite2onnx==0.4.1"]
-MODELS = HERE / "models" / "mlperf_tiny"
-NETWORKS = [  # (name, int8 TFLite for Vela, float TFLite, ONNX for npuflow)
-    ("ResNet-8 (image classification)", "pretrainedResnet_quant.tflite",
-     "pretrainedResnet.tflite", "pretrainedResnet.onnx"),
-    ("ad01 autoencoder (anomaly detection)", "ad01_int8.tflite", "ad01_fp32.tflite",
-     "ad01_fp32.onnx"),
+MODELS = HERE / "models"
+NETWORKS = [  # (name, int8 TFLite for Vela, float TFLite or None, ONNX for npuflow)
+    ("ResNet-8 (image classification)", "mlperf_tiny/pretrainedResnet_quant.tflite",
+     "mlperf_tiny/pretrainedResnet.tflite", "mlperf_tiny/pretrainedResnet.onnx"),
+    ("ad01 autoencoder (anomaly detection)", "mlperf_tiny/ad01_int8.tflite",
+     "mlperf_tiny/ad01_fp32.tflite", "mlperf_tiny/ad01_fp32.onnx"),
     # Built by make_mlperf_tiny_tflite.py (MLPerf Tiny's architectures, seeded weights).
-    ("DS-CNN (keyword spotting)", "kws_ds_cnn_int8.tflite", "kws_ds_cnn_fp32.tflite",
-     "kws_ds_cnn_fp32.onnx"),
-    ("MobileNetV1 x0.25 96x96 (visual wake words)", "vww_mobilenet_v1_025_int8.tflite",
-     "vww_mobilenet_v1_025_fp32.tflite", "vww_mobilenet_v1_025_fp32.onnx"),
+    ("DS-CNN (keyword spotting)", "mlperf_tiny/kws_ds_cnn_int8.tflite",
+     "mlperf_tiny/kws_ds_cnn_fp32.tflite", "mlperf_tiny/kws_ds_cnn_fp32.onnx"),
+    ("MobileNetV1 x0.25 96x96 (visual wake words)",
+     "mlperf_tiny/vww_mobilenet_v1_025_int8.tflite",
+     "mlperf_tiny/vww_mobilenet_v1_025_fp32.tflite",
+     "mlperf_tiny/vww_mobilenet_v1_025_fp32.onnx"),
+    # Built by make_keras_tflite.py (seeded; its ONNX comes from tf2onnx, not --convert).
+    ("CIFAR CNN (4 convs, max pooling, FC 4096->128)", "keras_seeded/cifar_cnn_int8.tflite",
+     None, "keras_seeded/cifar_cnn_fp32.onnx"),
+    ("MobileNetV2 x0.35 96x96", "keras_seeded/mobilenet_v2_035_96_int8.tflite", None,
+     "keras_seeded/mobilenet_v2_035_96_fp32.onnx"),
+    ("MobileNetV3-Small x0.75 96x96 (HardSwish, squeeze-excite)",
+     "keras_seeded/mobilenet_v3s_075_96_int8.tflite", None,
+     "keras_seeded/mobilenet_v3s_075_96_fp32.onnx"),
+    ("U-Net 64x64 (resize, concat)", "keras_seeded/unet_64_int8.tflite", None,
+     "keras_seeded/unet_64_fp32.onnx"),
 ]
 TARGETS = [  # (npuflow profile, Vela accelerator config, vela.ini system config)
     ("ethos_u55_256", "ethos-u55-256", "Ethos_U55_High_End_Embedded"),
@@ -62,8 +76,13 @@ Why the numbers differ (the same network, the same accelerator, two models of it
   AXI width, the system config's clock and memory): the U55-128's 2x1x8 micro-block halves
   the array's output pixels and the depthwise engine's block; the U65's 128-bit ports
   double the SRAM rate, and its weights come from DRAM at 3.75 GB/s instead of flash at
-  0.5 GB/s. DS-CNN and MobileNetV1 x0.25 were added after the U55-256 profile was fixed.
-  Neither was tuned on: every pair lands in the band the two tuned networks do.
+  0.5 GB/s. DS-CNN and MobileNetV1 x0.25 were added after the U55-256 profile was fixed,
+  the CIFAR CNN, MobileNetV2, MobileNetV3-Small (HardSwish, squeeze-excite multiplies) and
+  the U-Net (nearest resize, concatenation) after all three profiles were. None was tuned
+  on: every pair lands in the band the two tuned networks do. tf2onnx wraps the NHWC input
+  and output, and the flatten before a fully connected layer, in Transposes (and a
+  Reshape) that npuflow's profiles run on the CPU; TFLite has none, so these few kernels
+  are npuflow's alone (the "ops on CPU" column).
 
 - **What is modelled in common.** Both run every operator on the NPU (average pooling 8x8
   without padding included), convolutions with their fused ReLU, the residual Adds as
@@ -111,6 +130,8 @@ class Vela:
 
 def convert(python: Path) -> None:
     for _, _, float_file, onnx_file in NETWORKS:
+        if float_file is None:
+            continue
         subprocess.run([str(python.parent / "tflite2onnx"), str(MODELS / float_file),
                         str(MODELS / onnx_file)], check=True)
         flatten_gemm_inputs(MODELS / onnx_file)

@@ -151,3 +151,20 @@ def test_the_sustained_run_is_its_own_counter_track(tmp_path):
     assert len(counters) == 4 * len(rows) and len(temperature) == len(rows)
     assert temperature == [float(r.split(",")[1]) for r in rows]
     assert temperature[-1] > temperature[0]  # it heats up
+
+
+def test_exporters_long_kernel_names_fit_the_layers_plot(tmp_path):
+    import warnings
+
+    from pipeline.simulator.report import plot_layers, short_label
+    scope = "functional_3_1/MobileNetV3Small_1/expanded_conv_{}/project/convolution__{}"
+    names = [scope.format(i, 1000 + i) for i in range(12)] + ["conv_0"]
+    labels = [short_label(n) for n in names]
+    assert all(len(x) <= 48 for x in labels) and len(set(labels)) == len(names)
+    assert labels[-1] == "conv_0" and labels[0].endswith("convolution__1000")
+    rows = [{"kernel": n, "target": "npu", "total_cycles": 100 + i, "compute_cycles": 60,
+             "overhead_cycles": 10} for i, n in enumerate(names)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "Tight layout not applied" included
+        plot_layers(rows, tmp_path / "layers.png")
+    assert (tmp_path / "layers.png").stat().st_size > 10_000

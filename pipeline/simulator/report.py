@@ -140,18 +140,29 @@ def plot_roofline(plan: dict[str, Any], profile: HardwareProfile, path: Path) ->
     save_figure(fig, path)
 
 
+def short_label(name: str, width: int = 48) -> str:
+    """A kernel name fit for an axis: exporters' names (TensorFlow's run to 100 characters
+    of scopes) keep their head and their distinctive tail."""
+    if len(name) <= width:
+        return name
+    keep = width - 3
+    return f"{name[:keep // 3]}...{name[-(keep - keep // 3):]}"
+
+
 def plot_layers(rows: list[dict[str, Any]], path: Path, top: int = 15) -> None:
     rows = sorted(rows, key=lambda r: -r["total_cycles"])[:top][::-1]
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
-    names = [f"{r['kernel']} ({r['target']})" for r in rows]
+    names = [f"{short_label(r['kernel'])} ({r['target']})" for r in rows]
     compute = [min(r["compute_cycles"], r["total_cycles"]) for r in rows]
     overhead = [r["overhead_cycles"] for r in rows]
     memory = [max(r["total_cycles"] - c - o, 0) for r, c, o in zip(rows, compute, overhead,
                                                                  strict=True)]
-    ax.barh(names, compute, color="#2b7bba", label="compute")
-    ax.barh(names, memory, left=compute, color="#d62728", label="memory beyond compute")
-    ax.barh(names, overhead, left=[c + m for c, m in zip(compute, memory, strict=True)],
+    y = range(len(rows))  # positions, not names: two kernels may share a shortened label
+    ax.barh(y, compute, color="#2b7bba", label="compute")
+    ax.barh(y, memory, left=compute, color="#d62728", label="memory beyond compute")
+    ax.barh(y, overhead, left=[c + m for c, m in zip(compute, memory, strict=True)],
             color="#ff9f1c", label="dispatch / overhead")
+    ax.set_yticks(list(y), names)
     ax.set_xlabel("cycles")
     ax.set_title(f"top {len(rows)} kernels by time")
     ax.legend(fontsize=8, loc="lower right")
