@@ -9,13 +9,14 @@ SRAM), and writes its per-layer and summary CSVs. npuflow runs its real pipeline
 float network as ONNX (``tflite2onnx`` for MLPerf Tiny's files, tf2onnx for the four
 ``make_keras_tflite.py`` writes; npuflow quantizes it itself to int8 with onnxruntime) on
 the target's profile in ``conf/hardware/``. The first target,
-``ethos_u55_256``, is the one the profile was built against; ``ethos_u55_128`` and
-``ethos_u65_256`` were written from Vela's architecture numbers alone and are held out, as
-are every network but ResNet-8 and ad01 (MLPerf Tiny's DS-CNN and MobileNetV1; a CIFAR
-CNN, MobileNetV2, MobileNetV3-Small and a U-Net). Per layer (first target only), layers are
-matched in execution order by kind (convolution, fully connected, add, pool, softmax;
-Vela's ~20-op softmax decomposition is summed). ``--convert`` re-creates the ONNX files
-from the float TFLite files. Writes results/vela_compare.{md,json}.
+``ethos_u55_256``, is the one the profile was built against; ``ethos_u55_128``,
+``ethos_u55_64`` and ``ethos_u65_256`` were written from Vela's architecture numbers alone
+and are held out, as are every network but ResNet-8 and ad01 (MLPerf Tiny's DS-CNN and
+MobileNetV1; a CIFAR CNN, MobileNetV2, MobileNetV3-Small and a U-Net). Per layer (first
+target only), layers are matched in execution order by kind (convolution, fully
+connected, add, pool, softmax; Vela's ~20-op softmax decomposition is summed).
+``--convert`` re-creates MLPerf Tiny's ONNX files from their float TFLite files. Writes
+results/vela_compare.{md,json}.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ NETWORKS = [  # (name, int8 TFLite for Vela, float TFLite or None, ONNX for npuf
 TARGETS = [  # (npuflow profile, Vela accelerator config, vela.ini system config)
     ("ethos_u55_256", "ethos-u55-256", "Ethos_U55_High_End_Embedded"),
     ("ethos_u55_128", "ethos-u55-128", "Ethos_U55_High_End_Embedded"),
+    ("ethos_u55_64", "ethos-u55-64", "Ethos_U55_High_End_Embedded"),
     ("ethos_u65_256", "ethos-u65-256", "Ethos_U65_Mid_End"),
 ]
 MEMORY_MODE = "Shared_Sram"
@@ -71,10 +73,11 @@ OURS_KIND = {"Conv": "conv", "Gemm": "fc", "MatMul": "fc", "Add": "add",
 EXPLANATION = """\
 Why the numbers differ (the same network, the same accelerator, two models of it):
 
-- **Held out.** The ethos_u55_128 and ethos_u65_256 profiles change only what Vela's
+- **Held out.** The ethos_u55_128, ethos_u55_64 and ethos_u65_256 profiles change only what Vela's
   architecture tables say differs (MAC count and output micro-block, elementwise units,
   AXI width, the system config's clock and memory): the U55-128's 2x1x8 micro-block halves
-  the array's output pixels and the depthwise engine's block; the U65's 128-bit ports
+  the array's output pixels and the depthwise engine's block, the U55-64's 1x1x8 quarters
+  them (and 2 elementwise units where the U55-256 has 8); the U65's 128-bit ports
   double the SRAM rate, and its weights come from DRAM at 3.75 GB/s instead of flash at
   0.5 GB/s. DS-CNN and MobileNetV1 x0.25 were added after the U55-256 profile was fixed,
   the CIFAR CNN, MobileNetV2, MobileNetV3-Small (HardSwish, squeeze-excite multiplies) and

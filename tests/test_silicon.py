@@ -131,7 +131,7 @@ def test_a_graph_input_is_read_from_dram_at_the_size_the_host_wrote(name):
 
 @pytest.mark.parametrize(("profile", "block_width", "block_height"),
                          [("ethos_u55_256", 2, 2), ("ethos_u55_128", 2, 1),
-                          ("ethos_u65_256", 2, 2)])
+                          ("ethos_u55_64", 1, 1), ("ethos_u65_256", 2, 2)])
 @pytest.mark.parametrize(("channels", "height", "width", "kernel"),
                          [(8, 16, 16, 3), (96, 56, 56, 3), (40, 7, 9, 5), (64, 25, 5, 3),
                           (3, 1, 1, 1)])
@@ -139,8 +139,8 @@ def test_ethos_depthwise_engine_is_velas_micro_block_formula(
         profile, block_width, block_height, channels, height, width, kernel):
     """Vela 5.2.0 npu_performance._estimate_conv_cycles for ConvolutionDepthWise (output
     micro-blocks of the accelerator's ``ofm_ublock``: 2x2x8 on the U55-256 and U65-256,
-    2x1x8 on the U55-128; 4 cycles per step of 4 taps), written out again; odd maps
-    (DS-CNN's 25x5) pay for partial micro-blocks."""
+    2x1x8 on the U55-128, 1x1x8 on the U55-64; 4 cycles per step of 4 taps), written out
+    again; odd maps (DS-CNN's 25x5) pay for partial micro-blocks."""
     micro_blocks = (math.ceil(height / block_height) * math.ceil(width / block_width)
                     * math.ceil(channels / 8))
     vela = 4 * math.ceil(kernel * kernel / 4) * micro_blocks
