@@ -28,6 +28,7 @@ import numpy as np
 import onnx
 import tensorflow as tf
 import tf2onnx
+from make_mlperf_tiny_tflite import int8_tflite
 
 OUT = Path(__file__).resolve().parent / "models" / "keras_seeded"
 layers = tf.keras.layers
@@ -107,16 +108,9 @@ def canonical_names(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def write(name: str, model: tf.keras.Model, seed: int) -> None:
-    shape = (1, *model.input_shape[1:])
     rng = np.random.default_rng(seed)
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = lambda: (
-        [rng.random(shape, np.float32)] for _ in range(32))
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.int8
-    converter.inference_output_type = tf.int8
-    (OUT / f"{name}_int8.tflite").write_bytes(converter.convert())
+    (OUT / f"{name}_int8.tflite").write_bytes(
+        int8_tflite(model, lambda shape: rng.random(shape, np.float32)))
     with tempfile.TemporaryDirectory() as tmp:
         float_file = Path(tmp) / f"{name}_fp32.tflite"
         float_file.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())

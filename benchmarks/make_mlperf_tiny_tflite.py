@@ -17,6 +17,7 @@ files are committed, so the benchmark itself does not need TensorFlow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -91,20 +92,27 @@ def seeded(model: tf.keras.Model, seed: int) -> tf.keras.Model:
     return model
 
 
+def int8_tflite(model: tf.keras.Model, sample: Callable[[tuple[int, ...]], np.ndarray]
+                ) -> bytes:
+    """Full integer quantization as MLPerf Tiny submissions do it: 32 calibration inputs
+    drawn by ``sample(shape)``, int8 in and out."""
+    shape = (1, *model.input_shape[1:])
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([sample(shape)] for _ in range(32))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+    return converter.convert()
+
+
 def write(name: str, model: tf.keras.Model, seed: int) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}_fp32.tflite").write_bytes(
         tf.lite.TFLiteConverter.from_keras_model(model).convert())
-    shape = (1, *model.input_shape[1:])
     rng = np.random.default_rng(seed)
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = lambda: (
-        [rng.normal(0, 1, shape).astype(np.float32)] for _ in range(32))
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.int8
-    converter.inference_output_type = tf.int8
-    (OUT / f"{name}_int8.tflite").write_bytes(converter.convert())
+    (OUT / f"{name}_int8.tflite").write_bytes(
+        int8_tflite(model, lambda shape: rng.normal(0, 1, shape).astype(np.float32)))
     print(f"wrote {OUT / name}_{{fp32,int8}}.tflite")
 
 
