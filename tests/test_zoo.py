@@ -110,3 +110,31 @@ def test_yolo_heads_are_cut_as_rknn_model_zoo_exports_them(name, tmp_path):
                                                 for a in n.attribute)
                     for n in model.graph.node)
     assert attention == depthwise == (name == "yolo11n")
+
+
+@pytest.mark.parametrize(("name", "outputs"), [
+    ("yolov6n", [(1, c, s, s) for s in (80, 40, 20) for c in (4, 80, 1)]),
+    ("yolov7_tiny", [(1, 255, s, s) for s in (80, 40, 20)]),
+    ("yolox_s", [(1, 85, s, s) for s in (80, 40, 20)]),
+])
+def test_more_detectors_are_cut_as_rknn_model_zoo_exports_them(name, outputs, tmp_path):
+    """The outputs examples/<name>/README.md names, and each family's own op: YOLOv6's
+    ConvTranspose upsampling, YOLOv7's LeakyReLU, YOLOX's Focus slices."""
+    model = onnx.shape_inference.infer_shapes(_build(name, tmp_path))
+    assert [tuple(d.dim_value for d in o.type.tensor_type.shape.dim)
+            for o in model.graph.output] == outputs
+    own = {"yolov6n": "ConvTranspose", "yolov7_tiny": "LeakyRelu", "yolox_s": "Slice"}[name]
+    assert own in {n.op_type for n in model.graph.node}
+
+
+def test_focus_slices_are_space_to_depth():
+    """YOLOX's stem: the four stride-2 slices concatenated in the export's order."""
+    from pipeline.zoo.builder import GraphBuilder
+
+    g = GraphBuilder("focus", 0)
+    g.output(g.space_to_depth_slices(g.input("x", (1, 2, 4, 6))))
+    x = np.arange(48, dtype=np.float32).reshape(1, 2, 4, 6)
+    (y,) = onnx_io.session(g.build()).run(None, {"x": x})
+    expected = np.concatenate([x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2],
+                               x[..., 1::2, 1::2]], axis=1)
+    assert np.array_equal(y, expected)

@@ -13,7 +13,10 @@ from pipeline.zoo.digits import digits_mlp
 from pipeline.zoo.transformer import bert_encoder
 from pipeline.zoo.yolo import yolov5, yolov5s
 from pipeline.zoo.yolo11 import yolo11
+from pipeline.zoo.yolov6 import yolov6
+from pipeline.zoo.yolov7 import yolov7_tiny
 from pipeline.zoo.yolov8 import yolov8
+from pipeline.zoo.yolox import yolox
 
 ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenet_v2": mobilenet_v2,
@@ -33,6 +36,11 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "yolo11s": partial(yolo11, width_multiple=0.50, name="yolo11s"),
     "yolo11m": partial(yolo11, width_multiple=1.00, max_channels=512, c3k=True,
                        name="yolo11m"),
+    "yolov6n": yolov6,
+    "yolov6s": partial(yolov6, width=0.50, name="yolov6s"),
+    "yolov7_tiny": yolov7_tiny,
+    "yolox_s": yolox,
+    "yolox_m": partial(yolox, depth=0.67, width=0.75, name="yolox_m"),
     "mobilenet_v1": mobilenet_v1,
     "inception_v1": inception_v1,
     "vgg16": vgg16,

@@ -106,6 +106,14 @@ class GraphBuilder:
             group=groups,
         )
 
+    def upsample_transposed(self, x: str) -> str:
+        """A learned 2x upsample: ConvTranspose, kernel 2, stride 2, with bias."""
+        n, c, h, w = self.shape[x]
+        weight = self.const("wt", self._weights((c, c, 2, 2), c))
+        bias = self.const("b", np.zeros(c, np.float32))
+        return self._node("ConvTranspose", [x, weight, bias], (n, c, 2 * h, 2 * w),
+                          kernel_shape=[2, 2], strides=[2, 2])
+
     def batchnorm(self, x: str, gamma_scale: float = 1.0) -> str:
         c = self.shape[x][1]
         r = self.rng
@@ -145,6 +153,9 @@ class GraphBuilder:
         lo = self.const("clip_min", np.array(0.0, np.float32))
         hi = self.const("clip_max", np.array(6.0, np.float32))
         return self._node("Clip", [x, lo, hi], self.shape[x])
+
+    def leaky_relu(self, x: str, alpha: float = 0.1) -> str:
+        return self._node("LeakyRelu", [x], self.shape[x], alpha=alpha)
 
     def sigmoid(self, x: str) -> str:
         return self._node("Sigmoid", [x], self.shape[x])
@@ -221,6 +232,20 @@ class GraphBuilder:
         sa, sb = self.shape[a], self.shape[b]
         batch = np.broadcast_shapes(sa[:-2], sb[:-2])
         return self._node("MatMul", [a, b], (*batch, sa[-2], sb[-1]))
+
+    def space_to_depth_slices(self, x: str) -> str:
+        """YOLOv5 v5 / YOLOX ``Focus``: four stride-2 Slices of H and W, concatenated on
+        channels (top-left, bottom-left, top-right, bottom-right), as torch exports it."""
+        n, c, h, w = self.shape[x]
+        axes = self.const("axes", np.array([2, 3], np.int64))
+        steps = self.const("steps", np.array([2, 2], np.int64))
+        end = self.const("ends", np.array([h, w], np.int64))
+        parts = []
+        for dh, dw in ((0, 0), (1, 0), (0, 1), (1, 1)):
+            start = self.const("starts", np.array([dh, dw], np.int64))
+            parts.append(self._node("Slice", [x, start, end, axes, steps],
+                                    (n, c, h // 2, w // 2)))
+        return self.concat(parts)
 
     def reshape(self, x: str, shape: tuple[int, ...]) -> str:
         target = self.const("shape", np.array(shape, np.int64))

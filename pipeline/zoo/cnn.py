@@ -21,6 +21,8 @@ def _conv_bn(g: GraphBuilder, x: str, cout: int, k: int, stride: int = 1, groups
         return g.relu6(y)
     if act == "silu":
         return g.silu(y)
+    if act == "leaky":
+        return g.leaky_relu(y, 0.1)
     return y
 
 
