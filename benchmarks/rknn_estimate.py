@@ -28,6 +28,8 @@ from pathlib import Path
 
 import onnx
 from _common import HERE, ensure_venv, run_npuflow, write_result
+from rknn_rates import layer_outputs
+from rknn_rates import markdown as rates_markdown
 from silicon_agreement import load_pairs, overrides
 
 from ops.work import ARRAY
@@ -75,37 +77,39 @@ What the comparison shows:
   the RK3566/68; against DDR + NPU cycles summed per layer it takes 1.03-1.14x on the
   RK3588 and 1.14-1.36x on the RK3566/68 (mobilenet_v2, resnet50, yolov5s_relu, whose every
   layer RKNN estimates): the NPU loads a convolution's operands, then computes. Both
-  profiles say so (``dma.double_buffering: false``); with per-kernel dispatch and the SiLU
-  pass that puts mobilenet_v2 and resnet50 at 0.86-1.17 on both chips, where
-  overlapping DMA had them at 0.6 on the RK3566/68. yolov5s and yolov5s_relu have
-  the same estimate, yet the board takes 5.5 ms longer with SiLU: the estimate leaves out
-  the SiLU pass the profile charges (``epilogue.activations`` lacks SiLU).
+  profiles say so (``dma.double_buffering: false``); with per-kernel dispatch that puts
+  mobilenet_v2 and resnet50 at 0.86-1.18 on both chips, where overlapping DMA had them at
+  0.6 on the RK3566/68.
+- **What the estimate leaves out, and the two rates read off the boards.** RKNN fuses
+  SiLU, Sigmoid, HardSwish and HardSigmoid into the convolution before them (ConvExSwish,
+  ConvSigmoid, ConvHardSwish, ConvHardSigmoid) and costs the fused layer as the plain
+  convolution; it leaves standalone elementwise layers (Add, Mul, ...) at 0 cycles. The
+  boards pay for both: yolov5s and yolov5s_relu have the same estimate, yet the board
+  takes 5.5 ms longer with SiLU on the RK3588 and 12.6 ms on the RK3566/68, and PP-OCRv4
+  det, whose PP-LCNetV3 backbone follows every HardSwish with a learnable affine block
+  (a Mul by a float scalar, run in FLOAT, then an Add: 77 standalone elementwise layers),
+  takes 3.8x RKNN's estimate on the RK3588 where convolution networks take 1.3-2.2x. The
+  regression above puts rates on the two (RK3588: 5.42 LUT results per cycle, 2.18 output
+  bytes per cycle for a standalone elementwise layer; RK3566/68: 1.36 and 0.92), and the
+  profiles carry them: a lookup-table activation fuses into its convolution and adds
+  ceil(outputs / ``epilogue.lut_elements_per_cycle``) cycles; a vector pass retires at
+  most ``vector_unit.output_bytes_per_cycle`` (one 16-bit element costs two bytes). Before
+  them npuflow ran SiLU as two vector passes and every elementwise layer at the DRAM rate
+  (17 GB/s): PP-OCRv4 det and rec were at 0.57 / 0.49 on the RK3588 and 0.52 / 0.45 on
+  the RK3566/68.
 - **Where the disagreement lives** (the second table). npuflow's convolution kernels take
-  0.96-1.16x RKNN's DDR + NPU cycles on all 28 builds (resnet50 on the RK3588 1.32: the
-  systolic fill and drain of its folds on 7x7 and 14x14 maps), so what is left of each
-  miss is in the layers RKNN leaves unestimated. There the yolov5 and yolov8 families
-  agree (0.85-1.12 on the RK3566/68; 0.87-1.62 on the RK3588, where these layers are a
-  few ms), and two kinds of network do not:
-  - **PP-OCRv4** (0.28-0.34 of the board's rest). PP-LCNetV3's backbone puts a learnable
-    affine block (a Mul by a float scalar, then an Add) after every HardSwish; RKNN runs
-    each as a layer of its own (the Mul in FLOAT) and estimates none of them. Since
-    5bb830b npuflow lays these networks out as RKNN does: every elementwise op is a pass
-    of its own on the Rockchip profiles (``vector_unit.chains: false``) and the exported
-    HardSwish is one activation (RKNN's ``replace_torch_hardswish2``), so det runs 35 Add
-    and 34 Mul passes where RKNN's table has 38 and 36 layers (the rest was 0.12-0.31 when
-    npuflow fused each chain into one pass). What is left: the board's rest exceeds
-    npuflow's by 8.5 ms on det and 7.2 ms on rec on the RK3588 (21 and 29 ms on the
-    RK3566/68), ~130-180 us per scalar Mul or Add layer on the RK3588 if they take it
-    all, where the yolov5 / yolov8 elementwise layers agree. No public source gives the
-    cost of such a layer, so the profile does not guess it.
-  - **yolo11** (0.44-0.75). Over yolov8 it adds a C2PSA attention block and more
-    Split/Concat/Add layers. On the RK3566/68 RKNN puts the attention's Softmax on the
-    CPU, and there npuflow's shortfall is largest: 18 ms on yolo11n (a 2 x 400 x 400
-    softmax), 32 ms on yolo11s (4 x 400 x 400), where npuflow charges the host Softmax
-    0.08 and 0.16 ms. The cost of RKNN's CPU layers on the A55 cores has no public
-    figure either.
-  - ``rknn.eval_perf()`` on the boards (per-layer time) would settle both; it needs the
-    board, which this project does not have.
+  about RKNN's DDR + NPU cycles on every build (resnet50 on the RK3588 1.32: the systolic
+  fill and drain of its folds on 7x7 and 14x14 maps), so what is left of each miss is in
+  the rest. The networks the rates were read from fit them by construction; the others
+  check them: YOLOv6, YOLOv7-tiny and YOLOX (ReLU, LeakyReLU and SiLU detectors added
+  after the profiles were fixed), and PP-OCRv4 rec in fp16, whose elementwise layers pay
+  two bytes per element. yolo11 is the lowest on the RK3566/68: over yolov8 it adds a C2PSA
+  attention block whose Softmax RKNN runs on the CPU there, and npuflow's shortfall grows
+  with it (yolo11n's 2 x 400 x 400 softmax, yolo11s' 4 x 400 x 400) where npuflow charges
+  the host Softmax 0.08 and 0.16 ms; RKNN's CPU layers on the A55 cores have no public
+  figure.
+- ``rknn.eval_perf()`` on the boards (per-layer time) would check the two rates layer by
+  layer; it needs the board, which this project does not have.
 """
 
 
@@ -149,7 +153,8 @@ def compare(pair: dict, python: Path, tmp: Path) -> dict:
                            "npuflow": kernel["cost"]["compute_cycles"]})
     unestimated = [r for r in rknn if r["total"] == 0 and r["target"] == "NPU"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    convolutions = sum(k["cost"]["total_cycles"] for k in plan["kernels"]  # depthwise too
+    convolutions = sum(k["cost"]["total_cycles"] - k["cost"]["lut_cycles"]  # depthwise too
+                       for k in plan["kernels"]  # the LUT's time is not in RKNN's estimate
                        if k["target"] == "npu" and k["cost"]["unit"] == ARRAY)
     return {"network": pair["network"], "target": target, "precision": precision,
             "board_ms": pair["latency_ms"], "npuflow_ms": metrics["latency_ms"],
@@ -161,7 +166,8 @@ def compare(pair: dict, python: Path, tmp: Path) -> dict:
             "npuflow_convolution_ms": convolutions / plan["frequency_mhz"] / 1e3,
             "npuflow_compute": sum(x["npuflow"] for x in layers),
             "unestimated": len(unestimated),
-            "unestimated_mb": sum(r["rw_kb"] for r in unestimated) / 1024, "layers": layers}
+            "unestimated_mb": sum(r["rw_kb"] for r in unestimated) / 1024, "layers": layers,
+            **layer_outputs(rknn, precision)}
 
 
 def markdown(results: list[dict]) -> str:
@@ -180,10 +186,11 @@ def markdown(results: list[dict]) -> str:
     lines += ["", "Where the board's time goes (ms; RKNN's cycles at the profile's NPU "
               "clock). RKNN's DDR and NPU cycles summed over the layers it estimates (the "
               "convolutions, their fused activations included) against npuflow's array and "
-              "depthwise-engine kernels; the board's remaining time, spent in the layers RKNN "
-              "leaves unestimated (elementwise, resize, concat, attention, CPU), against the "
-              "rest of npuflow's latency (vector, copy and host kernels, transfers, pre- and "
-              "post-processing):", "",
+              "depthwise-engine kernels without their lookup-table time; the board's "
+              "remaining time, spent where RKNN's estimate does not look (lookup-table "
+              "activations, elementwise, resize, concat, attention, CPU layers), against the "
+              "rest of npuflow's latency (lookup tables, vector, copy and host kernels, "
+              "transfers, pre- and post-processing):", "",
               "| network | target | RKNN DDR + NPU | npuflow convolutions | ratio | board - RKNN "
               "DDR + NPU | npuflow, the rest | ratio | board | npuflow |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -202,7 +209,7 @@ def markdown(results: list[dict]) -> str:
     for x in sorted(first["layers"], key=lambda x: -x["rknn_npu"])[:15]:
         lines.append(f"| {x['node']} | {x['rknn_op']} | `{x['shapes']}` | {x['rknn_npu']:,} | "
                      f"{x['npuflow']:,} | {x['npuflow'] / max(x['rknn_npu'], 1):.2f} |")
-    return "\n".join(lines) + "\n\n" + EXPLANATION
+    return "\n".join(lines) + "\n\n" + rates_markdown(results) + "\n\n" + EXPLANATION
 
 
 def main() -> None:

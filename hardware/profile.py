@@ -93,14 +93,20 @@ class MacArray:
 
 @dataclass
 class Epilogue:
-    """What the array's output stage applies to a result on its way out, at no cost.
+    """What the array's output stage applies to a result on its way out.
 
-    An activation listed here fuses into the producing Conv/Gemm; one that is not runs as
-    its own vector (LUT) pass, as RKNN runs SiLU and Vela runs what the output stage lacks.
-    ``residual_add``: the output stage can add a second tensor (a ResNet shortcut) while
-    writing; when false the Add is its own elementwise pass (Vela on Ethos-U)."""
+    ``activations`` fuse into the producing Conv/Gemm at no cost. ``lut_activations`` fuse
+    too, but go through the output stage's lookup table, which takes
+    ``lut_elements_per_cycle`` results per cycle after the convolution has produced them
+    (RKNN compiles Conv + SiLU / Sigmoid / HardSwish as one ConvExSwish / ConvSigmoid /
+    ConvHardSwish layer, and the boards take longer for it than for the plain convolution).
+    Any other activation runs as its own vector pass, as Vela runs what the output stage
+    lacks. ``residual_add``: the output stage can add a second tensor (a ResNet shortcut)
+    while writing; when false the Add is its own elementwise pass (Vela on Ethos-U)."""
 
     activations: list[str] = field(default_factory=lambda: ["Relu", "Clip"])
+    lut_activations: list[str] = field(default_factory=list)
+    lut_elements_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
     residual_add: bool = False
 
 
@@ -131,6 +137,10 @@ class VectorUnit:
 
     lanes: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 65536))
     chains: bool = True
+    # output bytes a pass retires per cycle at most, whatever its operations per element
+    # (NVDLA specifies its SDP / PDP in elements per cycle; a byte-wide path retires half
+    # as many 16-bit elements); 0: only ``lanes`` binds
+    output_bytes_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
 
 
 @dataclass
@@ -239,10 +249,14 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
         check_tree(profile, prefix)
     except BoundsError as exc:
         raise ProfileError(exc.key, exc.reason) from exc
-    for i, op in enumerate(profile.epilogue.activations):
-        if op not in OPS_PER_ELEMENT:
-            raise ProfileError(f"{prefix}.epilogue.activations[{i}]",
-                               f"'{op}' is not an activation op type npuflow knows")
+    for key in ("activations", "lut_activations"):
+        for i, op in enumerate(getattr(profile.epilogue, key)):
+            if op not in OPS_PER_ELEMENT:
+                raise ProfileError(f"{prefix}.epilogue.{key}[{i}]",
+                                   f"'{op}' is not an activation op type npuflow knows")
+    if profile.epilogue.lut_activations and profile.epilogue.lut_elements_per_cycle <= 0:
+        raise ProfileError(f"{prefix}.epilogue.lut_elements_per_cycle",
+                           "must be > 0 when lut_activations are listed")
     for i, op in enumerate(profile.multicore_ops or []):
         if op not in SPECS:
             raise ProfileError(f"{prefix}.multicore_ops[{i}]",

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import math
 
+from hardware.profile import VectorUnit
 
-def vector_cycles(ops: int, lanes: int) -> int:
-    if lanes <= 0:
+
+def vector_cycles(ops: int, output_bytes: int, unit: VectorUnit) -> int:
+    """ceil(ops / lanes), and at least ceil(output bytes / output_bytes_per_cycle) where
+    the profile caps what a pass retires per cycle (``vector_unit.output_bytes_per_cycle``:
+    NVDLA's SDP is specified in elements per cycle, whatever the op)."""
+    if unit.lanes <= 0:
         raise ValueError("vector_unit.lanes must be > 0")
-    return math.ceil(ops / lanes)
+    cycles = math.ceil(ops / unit.lanes)
+    if unit.output_bytes_per_cycle > 0:
+        cycles = max(cycles, math.ceil(output_bytes / unit.output_bytes_per_cycle))
+    return cycles
 
 
 def copy_cycles(nbytes: int, bytes_per_cycle: float) -> int:

@@ -47,6 +47,9 @@ class Work:
     # an input the host wrote unpadded (a graph input: the image crosses the link as 3
     # channels, the array sees 8 or 16)
     input_dram_ratio: float = 1.0
+    # the outputs pass through the output stage's lookup table (a SiLU / Sigmoid /
+    # HardSwish fused into a convolution on a profile with ``epilogue.lut_activations``)
+    lut_activation: bool = False
 
     @property
     def flops(self) -> int:

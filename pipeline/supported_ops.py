@@ -36,8 +36,11 @@ def _epilogue(profile: HardwareProfile) -> str:
     acts = ", ".join(profile.epilogue.activations) or "none"
     add = "adds a residual tensor" if profile.epilogue.residual_add else \
         "does not add a residual tensor (Add is its own pass)"
-    return (f"The output stage fuses these activations for free: {acts}; any other runs as "
-            f"a pass of its own; it {add}.")
+    ep = profile.epilogue
+    table = f"; these through its lookup table at {ep.lut_elements_per_cycle:g} results per " \
+        f"cycle: {', '.join(ep.lut_activations)}" if ep.lut_activations else ""
+    return (f"The output stage fuses these activations for free: {acts}{table}; any other "
+            f"runs as a pass of its own; it {add}.")
 
 
 def render(profile: HardwareProfile) -> str:

@@ -155,6 +155,12 @@ CASES: dict[str, Case] = {
     "static_power_inf": Case(["hardware.energy.static_mw=inf"], "hardware.energy.static_mw"),
     "cores_zero": Case(["hardware.cores=0"], "hardware.cores"),
     "cache_over_sram": Case(["hardware.weights.cache_kb=1e9"], "hardware.weights.cache_kb"),
+    "lut_rate_zero": Case(["hardware.epilogue.lut_elements_per_cycle=0"],
+                          "hardware.epilogue.lut_elements_per_cycle"),
+    "lut_unknown_activation": Case(["hardware.epilogue.lut_activations=[Sigmoid,Frob]"],
+                                   "hardware.epilogue.lut_activations[1]"),
+    "vector_rate_negative": Case(["hardware.vector_unit.output_bytes_per_cycle=-2"],
+                                 "hardware.vector_unit.output_bytes_per_cycle"),
     # hardware choices that are not profiles
     "hardware_nan": Case(["hardware=nan"], "hardware"),
     "hardware_unknown": Case(["hardware=nope"], "hardware/nope"),

@@ -27,7 +27,8 @@ from pipeline.calibrate.cli import main as calibrate_main
 from pipeline.calibrate.layers import node_name
 from tests.conftest import CONF, REPO, run_inprocess
 
-TRUTH = {"dispatch_cycles": 2600, "dram.bandwidth_gbps": 9.5, "vector_unit.lanes": 24}
+TRUTH = {"dispatch_cycles": 2600, "dram.bandwidth_gbps": 9.5,
+         "vector_unit.output_bytes_per_cycle": 1.2}
 COMMON = ["data.calibration_size=4", "data.eval_size=4"]
 
 
@@ -76,7 +77,8 @@ def _profile(conf: Path, name: str, values: dict, bounds: dict | None = None,
     text = (text.replace("dispatch_cycles: 5000", f"dispatch_cycles: {values['dispatch_cycles']}")
             .replace("dram: {bandwidth_gbps: 17.0",
                      f"dram: {{bandwidth_gbps: {values['dram.bandwidth_gbps']}")
-            .replace("lanes: 64", f"lanes: {values['vector_unit.lanes']}"))
+            .replace("output_bytes_per_cycle: 2.18",
+                     f"output_bytes_per_cycle: {values['vector_unit.output_bytes_per_cycle']}"))
     for key, (low, high) in (bounds or {}).items():
         text = text.replace(f"  - {{key: {key}, low:", f"  - {{key: {key}, low: {low}, "
                             f"high: {high}}}  # was: {{key: {key}, low:", 1)
@@ -92,7 +94,7 @@ def board(tmp_path_factory):
     nets = _networks(root)
     _profile(conf, "truth", TRUTH)
     _profile(conf, "prior", {"dispatch_cycles": 5000, "dram.bandwidth_gbps": 17.0,
-                             "vector_unit.lanes": 64})
+                             "vector_unit.output_bytes_per_cycle": 2.18})
     rows = []
     for name, path in nets.items():
         code, lines, _ = run_inprocess(
@@ -149,23 +151,23 @@ def test_calibration_recovers_the_truth_and_reports_leave_one_out(board):
 
 def test_a_fit_never_leaves_its_bounds(board):
     _profile(board["conf"], "narrow", {"dispatch_cycles": 5000, "dram.bandwidth_gbps": 17.0,
-                                       "vector_unit.lanes": 64},
-             bounds={"vector_unit.lanes": (32, 256)})  # the truth (24) lies below
+                                       "vector_unit.output_bytes_per_cycle": 2.18},
+             bounds={"vector_unit.output_bytes_per_cycle": (1.5, 8)})  # truth 1.2 below
     code, lines, _ = _calibrate(board, "narrow", board["csv"], board["root"] / "narrow")
     assert code == 0, lines
     fit = json.loads((board["root"] / "narrow" / "fit.json").read_text())
-    assert 32 <= fit["fitted"]["vector_unit.lanes"] <= 256  # scipy's trf keeps the box
+    assert 1.5 <= fit["fitted"]["vector_unit.output_bytes_per_cycle"] <= 8  # trf's box
     assert 500 <= fit["fitted"]["dispatch_cycles"] <= 50000
     assert 4 <= fit["fitted"]["dram.bandwidth_gbps"] <= 34
     report = (board["root"] / "narrow" / "report.md").read_text()
-    assert "| `vector_unit.lanes` | 64 |" in report and "[32, 256]" in report
+    assert "| `vector_unit.output_bytes_per_cycle` | 2.18 |" in report and "[1.5, 8]" in report
 
 
 def test_a_trusted_prior_holds_its_parameter_and_the_others_absorb_the_data(board):
     """A spread of 1.02 on the dispatch cost: the fit keeps it near the profile's 5000
     (the truth is 2600) and still moves the parameters left free."""
     _profile(board["conf"], "trusting", {"dispatch_cycles": 5000, "dram.bandwidth_gbps": 17.0,
-                                         "vector_unit.lanes": 64},
+                                         "vector_unit.output_bytes_per_cycle": 2.18},
              spreads={"dispatch_cycles": 1.02})
     code, lines, _ = _calibrate(board, "trusting", board["csv"], board["root"] / "trusting")
     assert code == 0, lines
@@ -174,7 +176,7 @@ def test_a_trusted_prior_holds_its_parameter_and_the_others_absorb_the_data(boar
     assert fit["fitted"]["dram.bandwidth_gbps"] < 14  # moved towards the truth (9.5)
     report = (board["root"] / "trusting" / "report.md").read_text()
     assert "| `dispatch_cycles` | 5000 | x1.02 |" in report
-    assert "| `vector_unit.lanes` | 64 | flat |" in report
+    assert "| `vector_unit.output_bytes_per_cycle` | 2.18 | flat |" in report
 
 
 BAD_ROWS = {

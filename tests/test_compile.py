@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import onnx
@@ -301,19 +302,21 @@ def _hardswish_model(form: str) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _with(profile, chains=None, epilogue=None):
+def _with(profile, chains=None, epilogue=None, lut=None):
     vector = profile.vector_unit if chains is None else \
         dataclasses.replace(profile.vector_unit, chains=chains)
     ep = profile.epilogue if epilogue is None else \
         dataclasses.replace(profile.epilogue, activations=epilogue)
+    ep = ep if lut is None else dataclasses.replace(ep, lut_activations=lut)
     return dataclasses.replace(profile, vector_unit=vector, epilogue=ep)
 
 
 @pytest.mark.parametrize("form", ["clip_div", "div_first", "no_clip", "hardsigmoid"])
 def test_every_exported_hardswish_is_one_activation(form):
     """However the exporter wrote it, HardSwish is one activation: fused into the conv
-    when the output stage applies it, else one vector pass (RKNN's
-    replace_torch_hardswish2); the affine after it is one pass per op on RKNN."""
+    when the output stage applies it (free, or through its lookup table as RKNN's
+    ConvHardSwish), else one vector pass (RKNN's replace_torch_hardswish2); the affine
+    after it is one pass per op on RKNN."""
     import onnxruntime as ort
     model = _hardswish_model(form)
     x = np.random.default_rng(0).normal(0, 40, (1, 16, 32, 32)).astype(np.float32)
@@ -321,7 +324,8 @@ def test_every_exported_hardswish_is_one_activation(form):
     y = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     gate = c + 3 if form == "no_clip" else np.clip(c + 3, 0, 6)  # int8's range clips it
     np.testing.assert_allclose(y, c * gate / 6 * 1.5 + 0.25, rtol=1e-4, atol=1e-4)
-    graph, rk3588 = from_onnx(model), _profile("rk3588")
+    graph, shipped = from_onnx(model), dataclasses.replace(_profile("rk3588"), cores=1)
+    rk3588 = _with(shipped, lut=[])
     separate = _compile(graph, rk3588)["kernels"]
     assert [(k["composite"], len(k["op_types"])) for k in separate] == \
         [(None, 1), ("HardSwish", 2 if form == "hardsigmoid" else 4 - (form == "no_clip")),
@@ -329,9 +333,14 @@ def test_every_exported_hardswish_is_one_activation(form):
     assert all(k["unit"] == "vector" for k in separate[1:])
     chained = _compile(graph, _with(rk3588, chains=True))["kernels"]
     assert [k["op_types"] for k in chained[2:]] == [["Mul", "Add"]]
-    fused = _compile(graph, _with(rk3588, epilogue=["Relu", "HardSwish"]))["kernels"]
-    assert fused[0]["op_types"][0] == "Conv" and len(fused[0]["op_types"]) > 2
-    assert [k["op_types"] for k in fused[1:]] == [["Mul"], ["Add"]]
+    free = _compile(graph, _with(rk3588, epilogue=["Relu", "HardSwish"]))["kernels"]
+    table = _compile(graph, shipped)["kernels"]
+    for fused in (free, table):
+        assert fused[0]["op_types"][0] == "Conv" and len(fused[0]["op_types"]) > 2
+        assert [k["op_types"] for k in fused[1:]] == [["Mul"], ["Add"]]
+    assert free[0]["cost"]["lut_cycles"] == 0
+    assert table[0]["cost"]["lut_cycles"] == \
+        math.ceil(16 * 32 * 32 / shipped.epilogue.lut_elements_per_cycle)
 
 
 def test_an_add_of_two_then_clip_is_not_hardswish():

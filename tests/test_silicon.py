@@ -323,17 +323,57 @@ def _conv_act_model(act: str):
     return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
 
 
+def _epilogue(profile, **changes):
+    return dataclasses.replace(profile, epilogue=dataclasses.replace(profile.epilogue,
+                                                                     **changes))
+
+
 def test_silu_costs_a_pass_of_its_own_where_the_epilogue_lacks_it():
-    rk = _profile("rk3588")
+    rk = dataclasses.replace(_epilogue(_profile("rk3588"), lut_activations=[]), cores=1)
     relu = _compile(_conv_act_model("relu"), rk)
     silu = _compile(_conv_act_model("silu"), rk)
     assert [k["op_types"] for k in relu["kernels"]] == [["Conv", "Relu"]]
     assert len(silu["kernels"]) > 1 and silu["kernels"][0]["op_types"] == ["Conv"]
     assert silu["placement"]["greedy_cycles"] > relu["placement"]["greedy_cycles"]
-    with_silu = dataclasses.replace(rk, epilogue=dataclasses.replace(
-        rk.epilogue, activations=[*rk.epilogue.activations, "Silu"]))
-    fused = _compile(_conv_act_model("silu"), with_silu)
-    assert [k["op_types"] for k in fused["kernels"]] == [["Conv", "Sigmoid", "Mul"]]
+    free = _compile(_conv_act_model("silu"), _epilogue(
+        rk, activations=[*rk.epilogue.activations, "Silu"]))
+    assert [k["op_types"] for k in free["kernels"]] == [["Conv", "Sigmoid", "Mul"]]
+    assert free["placement"]["greedy_cycles"] == relu["placement"]["greedy_cycles"]
+
+
+@pytest.mark.parametrize("name", ["rk3588", "rk3568"])
+def test_a_lut_activation_fuses_and_costs_its_outputs_at_the_tables_rate(name):
+    """RKNN compiles Conv + SiLU as one ConvExSwish layer; the board pays for the table:
+    the fused kernel costs the ReLU convolution plus ceil(outputs / rate), one cost from
+    placement to the plan."""
+    rk = dataclasses.replace(_profile(name), cores=1)  # SiLU's ops do not split
+    assert "Silu" in rk.epilogue.lut_activations
+    relu = _compile(_conv_act_model("relu"), rk)
+    silu = _compile(_conv_act_model("silu"), rk)
+    assert [k["op_types"] for k in silu["kernels"]] == [["Conv", "Sigmoid", "Mul"]]
+    table = math.ceil(16 * 32 * 32 / rk.epilogue.lut_elements_per_cycle)
+    cost, base = silu["kernels"][0]["cost"], relu["kernels"][0]["cost"]
+    assert cost["compute_cycles"] == base["compute_cycles"] + table
+    assert cost["total_cycles"] == base["total_cycles"] + table
+    assert silu["placement"]["greedy_cycles"] == relu["placement"]["greedy_cycles"] + table
+
+
+def test_vector_passes_retire_at_most_the_profiles_output_bytes_per_cycle():
+    """A standalone elementwise pass on the RKNPU runs at the rate its output leaves it,
+    whatever its operations per element; 16-bit elements take twice the cycles."""
+    rk = _profile("rk3588")
+    rate = rk.vector_unit.output_bytes_per_cycle
+    assert rate > 0
+    for op_ops in (3, 6):  # an int8 Mul and Add (ops per element)
+        add = Work(VECTOR, input_elems=2 * 409600, output_elems=409600,
+                   vector_ops=op_ops * 409600)
+        int8, fp16 = (npu_kernel_cost(add, p, rk) for p in ("int8", "fp16"))
+        assert int8.compute_cycles == math.ceil(409600 / rate)
+        assert fp16.compute_cycles == math.ceil(2 * 409600 / rate)
+    uncapped = dataclasses.replace(rk, vector_unit=dataclasses.replace(
+        rk.vector_unit, output_bytes_per_cycle=0.0))
+    assert npu_kernel_cost(add, "int8", uncapped).compute_cycles == \
+        math.ceil(6 * 409600 / rk.vector_unit.lanes)
 
 
 def test_residual_add_is_an_int8_elementwise_pass_where_the_output_stage_cannot_add(
@@ -376,11 +416,15 @@ def test_more_cores_never_slow_a_network(model):
 
 
 def test_only_the_profiles_multicore_ops_split():
+    """A SiLU pass of its own stays on one core (Sigmoid and Mul are not among RKNPU's
+    multi-core ops); fused into the convolution it runs in every core's output stage."""
     graph = _conv_act_model("silu")
     rk = dataclasses.replace(_profile("rk3588"), cores=3)
-    plan = _compile(graph, rk)
-    by_op = {k["op_types"][0]: k["cores"] for k in plan["kernels"]}
+    apart = _compile(graph, _epilogue(rk, lut_activations=[]))
+    by_op = {k["op_types"][0]: k["cores"] for k in apart["kernels"]}
     assert by_op["Conv"] == 3 and by_op.get("Sigmoid", by_op.get("Mul")) == 1
+    fused = _compile(graph, rk)["kernels"]
+    assert [(k["op_types"], k["cores"]) for k in fused] == [(["Conv", "Sigmoid", "Mul"], 3)]
 
 
 def _buffering(p, double: bool):

@@ -62,9 +62,11 @@ def depthwise_kernel(kernel: Kernel, graph: Graph, work: Work) -> bool:
 
 
 def running_ops(kernel: Kernel) -> list[str]:
-    """The op types a kernel executes (BN and constant scales folded into its weights do
-    not run)."""
-    return [n.op_type for n in kernel.nodes if n.name not in kernel.folded]
+    """The op types a kernel executes as operators of their own: BN and constant scales
+    folded into its weights do not run, and the activation its output stage applies runs
+    in the output stage of every core its convolution runs on."""
+    return [n.op_type for n in kernel.nodes
+            if n.name not in kernel.folded and n.name not in kernel.activation_nodes]
 
 
 def splits_across_cores(op_types: list[str], profile: HardwareProfile) -> bool:

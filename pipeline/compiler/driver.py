@@ -90,7 +90,7 @@ def _cost_dict(cost: KernelCost) -> dict[str, Any]:
     return {"compute_cycles": cost.compute_cycles, "memory_cycles": cost.memory_cycles,
             "overhead_cycles": cost.overhead_cycles, "total_cycles": cost.total_cycles,
             "dram_bytes": cost.dram_bytes, "compulsory_dram_bytes": cost.compulsory_dram_bytes,
-            "weight_dram_bytes": cost.weight_dram_bytes,
+            "weight_dram_bytes": cost.weight_dram_bytes, "lut_cycles": cost.lut_cycles,
             "sram_bytes": cost.sram_bytes, "energy_pj": cost.energy_pj,
             "mapping_efficiency": cost.mapping_efficiency, "bound": cost.bound,
             "unit": cost.unit}
@@ -127,7 +127,8 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
     uncosted = control_flow_nodes(graph, cfg.get("control_flow", "error"))
     kernels = fuse(graph, _enabled_patterns(cfg, profile),
                    epilogue_activations=frozenset(profile.epilogue.activations),
-                   vector_chains=profile.vector_unit.chains)
+                   vector_chains=profile.vector_unit.chains,
+                   lut_activations=frozenset(profile.epilogue.lut_activations))
     decisions = decide(kernels, graph, profile, float_precision)
     placement, body = _place(decisions, _cost_plan(decisions, graph, profile, cfg), graph,
                              profile, cfg)

@@ -44,6 +44,8 @@ class Kernel:
     pattern: str  # single | epilogue | elementwise | gelu | silu | hardswish
     composite: str | None = None  # the op the fused pattern is checked as (Gelu, ...)
     folded: set[str] = field(default_factory=set)  # BN / const bias nodes folded into weights
+    activation: str | None = None  # the activation an anchor's output stage applies
+    activation_nodes: set[str] = field(default_factory=set)  # the nodes that make it up
     inputs: list[str] = field(default_factory=list)  # activation tensors read from outside
     outputs: list[str] = field(default_factory=list)  # tensors used outside the kernel
 
@@ -167,11 +169,14 @@ def _finish(kernel: Kernel, graph: Graph, cons: Mapping[str, list[Node]]) -> Ker
 
 def fuse(graph: Graph, enabled: Mapping[str, bool],
          epilogue_activations: frozenset[str] = ACTIVATIONS | {"Silu"},
-         vector_chains: bool = True) -> list[Kernel]:
+         vector_chains: bool = True, lut_activations: frozenset[str] = frozenset()
+         ) -> list[Kernel]:
     """Kernels in topological order; ``enabled`` maps pattern name -> on/off;
     ``epilogue_activations`` are the activations an output stage applies (the profile's
-    ``epilogue.activations``); any other stays a kernel of its own. ``vector_chains``: the
-    vector unit runs a chain of elementwise ops as one pass (``vector_unit.chains``)."""
+    ``epilogue.activations``); any other stays a kernel of its own. ``lut_activations``
+    (``epilogue.lut_activations``) fuse into an anchor too, through its lookup table, but
+    do not ride along an elementwise pass. ``vector_chains``: the vector unit runs a chain
+    of elementwise ops as one pass (``vector_unit.chains``)."""
     cons = graph.consumers()
     taken: set[str] = set()
     kernels: list[Kernel] = []
@@ -193,10 +198,12 @@ def fuse(graph: Graph, enabled: Mapping[str, bool],
             grab(chain, "hardswish", "HardSwish")
             continue
         if node.op_type in ANCHORS and enabled.get("epilogue"):
-            chain, folded = _epilogue(node, graph, cons, enabled, taken,
-                                      epilogue_activations)
+            chain, folded, act_nodes = _epilogue(node, graph, cons, enabled, taken,
+                                                 epilogue_activations | lut_activations)
             grab(chain, "epilogue")
-            kernels[-1].folded = folded
+            kernel = kernels[-1]
+            kernel.folded, kernel.activation_nodes = folded, {n.name for n in act_nodes}
+            kernel.activation = _activation_name(act_nodes)
             continue
         if node.op_type in ELEMENTWISE and enabled.get("elementwise"):
             chain = [node]
@@ -261,18 +268,20 @@ def _composite_activation(users: list[Node], graph: Graph, cons: Mapping[str, li
 
 def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
               enabled: Mapping[str, bool], taken: set[str], free: frozenset[str]
-              ) -> tuple[list[Node], set[str]]:
-    """The anchor's epilogue, and the names of nodes folded into its weights and bias."""
+              ) -> tuple[list[Node], set[str], list[Node]]:
+    """The anchor's epilogue, the names of nodes folded into its weights and bias, and the
+    nodes of the activation it applies (one, or an exporter's SiLU / HardSwish)."""
     chain = [anchor]
     folded: set[str] = set()
-    residual = activation = False
+    residual = False
+    activation: list[Node] = []
     while True:
         inside = chain[-1].outputs[0]
         users = [] if inside in graph.outputs else cons.get(inside, [])
         if not activation and len(users) >= 2 and \
                 (composite := _composite_activation(users, graph, cons, enabled, free, taken)):
             chain.extend(composite)
-            activation = True
+            activation = composite
             continue
         if len(users) != 1 or users[0].name in taken:
             break
@@ -286,13 +295,20 @@ def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
             residual = True
         elif op in ACTIVATIONS and op in free and not activation:
             chain.append(user)
-            activation = True
+            activation = [user]
         elif op == "MaxPool" and enabled.get("pool"):
             chain.append(user)
             break
         else:
             break
-    return chain, folded
+    return chain, folded, activation
+
+
+def _activation_name(nodes: list[Node]) -> str | None:
+    """An activation's op type; Silu / HardSwish for an exporter's subgraph."""
+    if len(nodes) <= 1:
+        return nodes[0].op_type if nodes else None
+    return "Silu" if any(n.op_type == "Sigmoid" for n in nodes) else "HardSwish"
 
 
 def split(kernel: Kernel, graph: Graph) -> list[Kernel]:

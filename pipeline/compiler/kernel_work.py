@@ -2,7 +2,9 @@
 
 A fused kernel's arithmetic is its anchor's; epilogue ops (bias, BN, activation, residual
 add) run in the array's output pipeline at the rate outputs leave it, so they add no
-compute cycles, and their intermediates never leave the kernel, so they add no bytes.
+compute cycles (except a lookup-table activation, which the cost model charges at the
+profile's ``epilogue.lut_elements_per_cycle``), and their intermediates never leave the
+kernel, so they add no bytes.
 Only the kernel's external inputs and outputs are read and written.
 """
 
@@ -41,7 +43,10 @@ def _integer_extra_ops(kernel: Kernel, graph: Graph, precision: str) -> int:
     return extra
 
 
-def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32") -> Work:
+def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32",
+                lut_activations: frozenset[str] = frozenset()) -> Work:
+    """``lut_activations``: the profile's ``epilogue.lut_activations``; an array kernel
+    whose epilogue applies one of them is marked (``Work.lut_activation``)."""
     works = [work_of(n, graph) for n in kernel.nodes]
     consts = sum(w.weight_elems for w in works)
     ins = sum(graph.tensors[t].size for t in kernel.inputs)
@@ -49,7 +54,8 @@ def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32") -> Work:
     anchor = works[0]
     if anchor.unit == ARRAY:
         return Work(ARRAY, macs=anchor.macs, input_elems=ins, weight_elems=consts,
-                    output_elems=outs, gemm=anchor.gemm)
+                    output_elems=outs, gemm=anchor.gemm,
+                    lut_activation=kernel.activation in lut_activations)
     if kernel.composite:
         ops = OPS_PER_ELEMENT.get(kernel.composite, 4) * outs
         return Work(VECTOR, vector_ops=ops, input_elems=ins, weight_elems=consts,

@@ -113,7 +113,8 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
               from_split: bool, checks: list | None = None) -> Decision:
     precision = kernel_precision(kernel, graph, float_precision)
     checks = checks if checks is not None else check_kernel(kernel, graph, profile, precision)
-    work = aligned(kernel_work(kernel, graph, precision), kernel, graph,
+    work = aligned(kernel_work(kernel, graph, precision,
+                               frozenset(profile.epilogue.lut_activations)), kernel, graph,
                    profile.channel_alignment, profile.mac_array.tap_channels)
     d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split,
                  depthwise=depthwise_kernel(kernel, graph, work))
