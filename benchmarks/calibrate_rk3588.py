@@ -28,12 +28,12 @@ from pipeline.onnx_io import resolve_path
 FAST = ["data.calibration_size=4", "data.eval_size=4", "quant.analysis.layers=false"]
 
 
-def measurements(path: Path, leave_out: tuple[str, ...] = ()) -> int:
+def measurements(path: Path) -> int:
     data = OmegaConf.to_container(OmegaConf.load(HERE / "silicon" / "published.yaml"))
     assert isinstance(data, dict)
     rows = []
     for pair in data["pairs"]:
-        if pair["source"] != "rknn_zoo" or any(o in pair["network"] for o in leave_out):
+        if pair["source"] != "rknn_zoo":
             continue
         extra = [o for o in pair["overrides"]
                  if not o.startswith(("model=", "model.path=", "hardware="))]
@@ -50,11 +50,11 @@ def measurements(path: Path, leave_out: tuple[str, ...] = ()) -> int:
     return len(rows)
 
 
-def fit(out: Path, leave_out: tuple[str, ...]) -> tuple[int, str]:
-    """One calibration on the table's rows (less ``leave_out``); its report's body."""
+def fit(out: Path) -> tuple[int, str]:
+    """One calibration on the table's rows; its report's body."""
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = Path(tmp) / "rk3588_rknn_zoo.csv"
-        n = measurements(csv_path, leave_out)
+        n = measurements(csv_path)
         profile = run(["hardware=rk3588", f"measurements={csv_path}", "--config-dir", tmp,
                        "--report-dir", str(out), *FAST])
         shutil.copy(profile, out / profile.name)
@@ -64,18 +64,12 @@ def fit(out: Path, leave_out: tuple[str, ...]) -> tuple[int, str]:
 
 def main() -> None:
     out = RESULTS / "calibrate_rk3588"
-    n, report = fit(out, ())
-    n_conv, report_conv = fit(out / "without_ppocr", ("ppocr",))
+    n, report = fit(out)
     write_result("calibrate_rk3588", (
         f"rk3588 calibrated on the {n} single-core rows of rknn_model_zoo v2.3.2 "
         "(benchmarks/silicon/published.yaml, source rknn_zoo), int8 (PP-OCRv4 rec fp16, as "
         "published). Measurements, calibrated profile and plot: "
-        f"`{out.relative_to(REPO)}/`.\n\n" + report +
-        f"\n\n### The {n_conv} rows without PP-OCRv4\n\nPP-OCRv4's two rows miss by ~2x "
-        "for a mechanism no calibrated parameter stands for (issue 13; "
-        "benchmarks/rknn_estimate.py), so the fit above bends dispatch and vector width to "
-        "absorb them. The same fit on the convolution networks alone (`"
-        f"{(out / 'without_ppocr').relative_to(REPO)}/`):\n\n" + report_conv))
+        f"`{out.relative_to(REPO)}/`.\n\n" + report))
 
 
 if __name__ == "__main__":
