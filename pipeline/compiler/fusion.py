@@ -44,8 +44,7 @@ class Kernel:
     pattern: str  # single | epilogue | elementwise | gelu | silu | hardswish
     composite: str | None = None  # the op the fused pattern is checked as (Gelu, ...)
     folded: set[str] = field(default_factory=set)  # BN / const bias nodes folded into weights
-    activation: str | None = None  # the activation an anchor's output stage applies
-    activation_nodes: set[str] = field(default_factory=set)  # the nodes that make it up
+    activation_nodes: set[str] = field(default_factory=set)  # its output stage's activation
     inputs: list[str] = field(default_factory=list)  # activation tensors read from outside
     outputs: list[str] = field(default_factory=list)  # tensors used outside the kernel
 
@@ -56,6 +55,15 @@ class Kernel:
     @property
     def op_types(self) -> list[str]:
         return [n.op_type for n in self.nodes]
+
+    @property
+    def activation(self) -> str | None:
+        """The activation the anchor's output stage applies: an op type, or Silu /
+        HardSwish for an exporter's subgraph; None if there is none."""
+        nodes = [n for n in self.nodes if n.name in self.activation_nodes]
+        if len(nodes) <= 1:
+            return nodes[0].op_type if nodes else None
+        return "Silu" if any(n.op_type == "Sigmoid" for n in nodes) else "HardSwish"
 
 
 def _const_operand(node: Node, graph: Graph, inside: str) -> bool:
@@ -203,7 +211,6 @@ def fuse(graph: Graph, enabled: Mapping[str, bool],
             grab(chain, "epilogue")
             kernel = kernels[-1]
             kernel.folded, kernel.activation_nodes = folded, {n.name for n in act_nodes}
-            kernel.activation = _activation_name(act_nodes)
             continue
         if node.op_type in ELEMENTWISE and enabled.get("elementwise"):
             chain = [node]
@@ -302,13 +309,6 @@ def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
         else:
             break
     return chain, folded, activation
-
-
-def _activation_name(nodes: list[Node]) -> str | None:
-    """An activation's op type; Silu / HardSwish for an exporter's subgraph."""
-    if len(nodes) <= 1:
-        return nodes[0].op_type if nodes else None
-    return "Silu" if any(n.op_type == "Sigmoid" for n in nodes) else "HardSwish"
 
 
 def split(kernel: Kernel, graph: Graph) -> list[Kernel]:
