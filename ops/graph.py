@@ -84,6 +84,9 @@ class Node:
     subgraphs: int = 0  # control flow (If/Loop/Scan bodies) the cost model cannot see into
 
 
+IO_LAYOUT_KEY = "npuflow.io_layout"
+
+
 @dataclass
 class Graph:
     name: str
@@ -92,6 +95,9 @@ class Graph:
     inputs: list[str]
     outputs: list[str]
     opset: int
+    # the layout the application's rank-4 inputs and outputs are in: ONNX's NCHW, or the
+    # NHWC of a file converted from TFLite (model metadata ``npuflow.io_layout``)
+    io_layout: str = "NCHW"
 
     def tensor(self, name: str) -> Tensor | None:
         return self.tensors.get(name) if name else None
@@ -183,6 +189,8 @@ def from_onnx(model: onnx.ModelProto, infer: bool = True, fold: bool = True) -> 
         inputs=[i.name for i in g.input if i.name not in init_names],
         outputs=[o.name for o in g.output],
         opset=_opset(model),
+        io_layout=next((p.value for p in model.metadata_props if p.key == IO_LAYOUT_KEY),
+                       "NCHW"),
     )
     if not fold:
         return graph

@@ -47,7 +47,8 @@ def fold_qdq(graph: Graph) -> Graph:
         for n in graph.nodes if n.name not in removed
     ]
     outputs = [rename.get(o, o) for o in graph.outputs]
-    return Graph(graph.name, nodes, graph.tensors, graph.inputs, outputs, graph.opset)
+    return Graph(graph.name, nodes, graph.tensors, graph.inputs, outputs, graph.opset,
+                 graph.io_layout)
 
 
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import UserError
+
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
@@ -90,12 +92,17 @@ def file_digest(path: Path) -> str:
     st = path.stat()
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _DIGESTS:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _DIGESTS[key] = h.hexdigest()
+        _DIGESTS[key] = hash_file(path)
     return _DIGESTS[key]
+
+
+def hash_file(path: Path) -> str:
+    """sha256 of a file's bytes, read in 1 MB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def bytes_digest(data: bytes) -> str:
@@ -111,3 +118,20 @@ def replace_dir(tmp_dir: Path, final_dir: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp_dir, final_dir)
+
+
+def check_writable(folder: Path, key: str) -> None:
+    """Before long work whose results go to ``folder``: it (or the nearest existing folder
+    above it, where it will be created) accepts a new file. Tried with a real temporary
+    file, since permission bits say nothing of a read-only mount and root ignores them."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserError(f"{key}: '{folder}' cannot be created: '{probe}' is a file")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise UserError(f"{key}: cannot write in '{probe}': "
+                        f"{exc.strerror or type(exc).__name__}") from exc

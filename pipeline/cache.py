@@ -33,11 +33,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline import digest_store, user_code
 from pipeline.artifacts import file_digest
 
 log = logging.getLogger("npuflow")
 MARKER = "COMPLETE"
-_NOT_KEYED = ("cache_dir", "cache")  # where the cache lives does not change results
+_NOT_KEYED = ("cache_dir", "cache", "replace")  # where runs and the cache live: not results
 
 
 def folder_digest(folder: Path) -> str:
@@ -62,22 +63,38 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def stage_key(name: str, stage: Any, cfg: DictConfig, inputs: dict[str, Path]) -> str:
+def stage_key(name: str, stage: Any, cfg: DictConfig, inputs: dict[str, Path],
+              root: Path) -> str:
+    """The entry's key: everything the stage's result depends on. Besides its config slice
+    and upstream folders, that is the user's code the slice or the stage component names
+    and every file outside the run it reads (``pipeline.user_code``), their digests kept
+    in ``root``'s digest store so an unchanged file is not read again."""
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
     run = dict(config.get("run", {}))
     for k in _NOT_KEYED:
         run.pop(k, None)
     config["run"] = run
-    files = stage.external_files(cfg) if hasattr(stage, "external_files") else []
+    files = set(stage.external_files(cfg)) if hasattr(stage, "external_files") else set()
+    files.update(user_code.named_files(config))
+    modules = set(user_code.named_modules(config))
+    component = type(stage).__module__.split(".")[0]
+    if component not in user_code.OWN_PACKAGES:
+        modules.add(component)
+    code: dict[str, Any] = {}
+    for module in sorted(modules):
+        sources, identity = user_code.source_files(module)
+        code[module] = identity or {str(f): digest_store.digest(root, f) for f in sources}
     payload = {
         "stage": name,
         "component": f"{type(stage).__module__}.{type(stage).__qualname__}",
         "version": getattr(stage, "version", "0"),
         "code": code_digest(),
+        "user_code": code,
         "config": config,
         "inputs": {k: folder_digest(v) for k, v in sorted(inputs.items())},
-        "files": [[str(f), file_digest(f)] for f in files if f.is_file()],
+        "files": sorted([str(f), digest_store.digest(root, f)]
+                        for f in {Path(f).resolve() for f in files} if f.is_file()),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()
                           ).hexdigest()[:32]
@@ -132,19 +149,42 @@ def restore(cached: Path, dest: Path) -> None:
                     copy_function=_link_or_copy)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_orphans(final: Path) -> None:
+    """Temporary copies of this entry left by a process that was killed mid-store (the
+    key's lock is held, so a living writer of the same key cannot be in the middle)."""
+    for tmp in final.parent.glob(f"{final.name}.tmp-*"):
+        pid = tmp.name.rpartition("-")[2]
+        if not pid.isdigit() or not _alive(int(pid)) or int(pid) == os.getpid():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def store(root: Path, name: str, key: str, produced: Path) -> None:
+    """Copy a finished stage folder into the cache. Any failure (a full disk, a file-size
+    limit, an interrupt) removes the partial copy before it propagates: the cache holds
+    complete entries or nothing."""
     final = entry(root, name, key)
     if (final / MARKER).is_file():
         return
+    _remove_orphans(final)
     tmp = final.with_name(f"{key}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(produced, tmp)
-    (tmp / MARKER).write_text(folder_digest(tmp) + "\n")
     try:
-        if not final.exists():
-            os.replace(tmp, final)
-    except OSError:
-        pass  # a parallel job stored the same entry first
+        shutil.copytree(produced, tmp)
+        (tmp / MARKER).write_text(folder_digest(tmp) + "\n")
+        try:
+            if not final.exists():
+                os.replace(tmp, final)
+        except OSError:
+            pass  # a parallel job stored the same entry first
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

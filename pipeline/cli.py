@@ -27,11 +27,13 @@ from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.table import Table
 
+from pipeline import interrupt
 from pipeline.artifacts import write_json
 from pipeline.config import check_complete
-from pipeline.errors import UserError
+from pipeline.config_files import check_user_configs
+from pipeline.errors import UserError, UserStop
 from pipeline.html_report import write_run_report
-from pipeline.runner import run_pipeline
+from pipeline.runner import DISK_ERRORS, run_pipeline
 from pipeline.schema import register_configs
 from pipeline.sweep import JOB_LINE, POINT_FILE
 from pipeline.terminal import set_quiet
@@ -187,6 +189,8 @@ def describe(exc: BaseException) -> str | None:
         return _group_override(sys.argv[1:]) or " ".join(str(exc).split())
     if isinstance(exc, OSError) and exc.filename:  # e.g. a run folder under a file
         return f"{exc.filename}: {exc.strerror or type(exc).__name__}"
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRORS:  # a write without a name
+        return f"writing the run's files: {exc.strerror or os.strerror(exc.errno)}"
     if isinstance(exc, MissingConfigException):
         first = str(exc).strip().splitlines()[0]
         options = getattr(exc, "options", None)
@@ -220,8 +224,16 @@ def describe(exc: BaseException) -> str | None:
 
 def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # make Hydra raise; we print the one line
-    try:
-        app()
-    except Exception as exc:
-        _exit_if_user_error(exc)
-        raise
+    logging.raiseExceptions = False  # a full disk under the log file: not a traceback a line
+    with interrupt.handled():
+        try:
+            check_user_configs(sys.argv[1:])
+            app()
+        except interrupt.Interrupted as exc:
+            interrupt.exit_for(exc)
+        except UserStop as stop:
+            _exit_if_user_error(stop.error)
+            raise
+        except Exception as exc:
+            _exit_if_user_error(exc)
+            raise

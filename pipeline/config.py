@@ -4,13 +4,14 @@ itself, run once before the first stage does any work."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hardware.bounds import BoundsError, check_tree
 from hardware.profile import HardwareProfile, profile_from_config
+from pipeline import objective, user_code
 from pipeline.errors import UserError
 from pipeline.schema import INTEGER_TYPES, TileOverride
 
@@ -20,9 +21,10 @@ _HINTS = {"hardware.ops": " (an explicit 'ops: {}' means nothing runs on the NPU
 
 
 def source_file(key: str, choices: Mapping[str, str | None],
-                overrides: Sequence[str] = ()) -> str:
+                overrides: Sequence[str] = (), composed: str = "config.yaml") -> str:
     """Where a key's value came from: the command-line override that set it, else the YAML
-    it was read from (``<group>/<choice>.yaml`` in the config search path)."""
+    it was read from (``<group>/<choice>.yaml`` in the config search path), else
+    ``composed``, the file the whole config was read from (DVC's params.yaml)."""
     for override in overrides:
         name = override.partition("=")[0].lstrip("+~")
         if name in choices:  # hardware=bad picks a file: the file is the source
@@ -31,18 +33,25 @@ def source_file(key: str, choices: Mapping[str, str | None],
             return f"override '{override}'"
     group = key.split(".")[0]
     choice = choices.get(group)
-    return f"{group}/{choice}.yaml" if choice else "config.yaml"
+    return f"{group}/{choice}.yaml" if choice else composed
 
 
 def check_complete(cfg: DictConfig, choices: Mapping[str, str | None],
-                   overrides: Sequence[str] = ()) -> HardwareProfile:
+                   overrides: Sequence[str] = (), composed: str = "config.yaml"
+                   ) -> HardwareProfile:
     """Every required value is set, every value lies in the range its schema field
     declares (``hardware/bounds.py``), and the hardware profile is physically meaningful.
-    Values inside their range but implausible (a 0.001 KB SRAM) are logged as warnings."""
+    Values inside their range but implausible (a 0.001 KB SRAM) are logged as warnings.
+    ``composed`` names the file a config came from whole (DVC's params.yaml)."""
+
+    def where(key: str) -> str:
+        return source_file(key, choices, overrides, composed)
+
+    user_code.refresh(OmegaConf.to_container(cfg, resolve=True))
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         key = missing[0]
-        raise UserError(f"{source_file(key, choices, overrides)}: missing required key '{key}'"
+        raise UserError(f"{where(key)}: missing required key '{key}'"
                         f"{_HINTS.get(key, '')}")
     try:
         profile = profile_from_config(cfg.hardware)
@@ -50,17 +59,18 @@ def check_complete(cfg: DictConfig, choices: Mapping[str, str | None],
         for kernel, tiles in cfg.compile.tiling.overrides.items():
             check_tree(_tile_override(tiles, kernel), f"compile.tiling.overrides.{kernel}")
     except BoundsError as exc:
-        raise UserError(f"{source_file(exc.key, choices, overrides)}: {exc}") from exc
+        raise UserError(f"{where(exc.key)}: {exc}") from exc
     _check_quant_types(cfg)
-    _check_sources(cfg, choices, overrides)
+    _check_sources(cfg, where)
+    objective.check(cfg)
     mode = cfg.simulate.sustained.power_mode
     if mode is not None and mode not in profile.power_modes:
         key = "simulate.sustained.power_mode"
-        raise UserError(f"{source_file(key, choices, overrides)}: {key}: '{mode}' is not a "
+        raise UserError(f"{where(key)}: {key}: '{mode}' is not a "
                         f"power mode of {profile.name} "
                         f"({', '.join(profile.power_modes) or 'it declares none'})")
     for warning in warnings:
-        log.warning("%s: %s", source_file(warning.split(" ")[0], choices, overrides), warning)
+        log.warning("%s: %s", where(warning.split(" ")[0]), warning)
     return profile
 
 
@@ -76,25 +86,31 @@ def _tile_override(tiles: object, kernel: str) -> TileOverride:
     return obj
 
 
-def _check_sources(cfg: DictConfig, choices: Mapping[str, str | None],
-                   overrides: Sequence[str]) -> None:
+def _check_sources(cfg: DictConfig, where: Callable[[str], str]) -> None:
     """The data source lists (folders, CSV rows, files named) and the eval metric imports,
     before export and optimize spend minutes on a run that would stop at quantize."""
     from pipeline import metrics
     from pipeline.datasets import loaders
+    from pipeline.optimizer import registry as optimizer_registry
+
+    def passes() -> None:
+        for i, entry in enumerate(cfg.optimize.passes):
+            if optimizer_registry.enabled(entry):
+                optimizer_registry.resolve(entry, i)
 
     for key, check in (("data.path", lambda: loaders.source_files(cfg.data)),
-                       ("eval.metric", lambda: metrics.resolve(cfg.eval.metric.get("_target_")))):
+                       ("eval.metric", lambda: metrics.resolve(cfg.eval.metric.get("_target_"))),
+                       ("optimize.passes", passes)):
         try:
             check()
         except UserError as exc:
-            raise UserError(f"{source_file(key, choices, overrides)}: {exc}") from exc
+            raise UserError(f"{where(key)}: {exc}") from exc
 
 
 def _check_quant_types(cfg: DictConfig) -> None:
     """Integer quantization needs integer types; the schema allows fp16/fp32 because the
     float schemes name their types with the same keys."""
-    if cfg.quant.scheme != "int8":
+    if cfg.quant.scheme not in ("int8", "auto"):
         return
     keys = {f"quant.{k}": cfg.quant[k] for k in ("activation_type", "weight_type")}
     keys.update({f"quant.tensor_overrides.{t}": q for t, q in cfg.quant.tensor_overrides.items()})

@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from pipeline import interrupt
 from pipeline.artifacts import write_text
 from pipeline.config import check_complete
 from pipeline.errors import UserError
@@ -50,7 +51,7 @@ def load_params(path: Path = PARAMS):
 
 def run(stage_name: str) -> None:
     cfg = load_params()
-    check_complete(cfg, {})
+    check_complete(cfg, {}, composed=str(PARAMS))
     chain = build_chain(cfg.stages)
     names = [n for n, _ in chain]
     if stage_name not in names:
@@ -63,16 +64,19 @@ def run(stage_name: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if args == ["--write-params"]:
-            write_text(PARAMS, default_params())
-            return
-        if len(args) != 1:
-            raise UserError("usage: python -m pipeline.dvc_stage STAGE | --write-params")
-        run(args[0])
-    except UserError as exc:
-        print(f"npuflow: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    with interrupt.handled():
+        try:
+            if args == ["--write-params"]:
+                write_text(PARAMS, default_params())
+                return
+            if len(args) != 1:
+                raise UserError("usage: python -m pipeline.dvc_stage STAGE | --write-params")
+            run(args[0])
+        except interrupt.Interrupted as exc:
+            interrupt.exit_for(exc)
+        except UserError as exc:
+            print(f"npuflow: error: {exc}", file=sys.stderr)
+            sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -17,3 +17,12 @@ class PassNotApplicable(Exception):
     """An optimize pass cannot handle this graph: it crashed, or its output is invalid or
     uses op domains its input did not. The stage skips the pass on this model and reports
     why; the model stays the verified one from before the pass."""
+
+
+class UserStop(BaseException):
+    """Carries a :class:`UserError` through code that turns every ``Exception`` into a
+    warning (Hydra's callbacks): the CLI unwraps it and prints the one line."""
+
+    def __init__(self, error: UserError) -> None:
+        self.error = error
+        super().__init__(str(error))

@@ -12,8 +12,13 @@ import onnx
 from omegaconf import DictConfig, OmegaConf
 from onnx import numpy_helper, version_converter
 
-from pipeline import onnx_io, zoo
+from pipeline import memory_budget, onnx_io, zoo
 from pipeline.errors import UserError
+
+ZOO_SIZE_KEYS = "model.params.image_size or model.batch"
+# what export keeps beside model.onnx for a pre-quantized source (quant=as_is reads them)
+TFLITE_FILE = "model.tflite"  # a TFLite source as shipped: LiteRT runs it
+FLOAT_FILE = "float.onnx"  # model.float_path, static and checked
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -76,7 +81,10 @@ def _declare_static_outputs(model: onnx.ModelProto) -> None:
             shape.dim.add().dim_value = int(size)
 
 
-def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None) -> onnx.ModelProto:
+def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None,
+                     knob: str = "model.input_shape") -> onnx.ModelProto:
+    """Pin the inputs to ``input_shape`` and refuse what stays dynamic, empty or too large
+    to draw a seeded input for (``knob`` is the key a user changes to shrink it)."""
     inputs = graph_inputs(model)
     if input_shape is not None:
         if len(inputs) != 1:
@@ -101,6 +109,7 @@ def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None) -> o
             d.dim_value = int(value)
         # Intermediate value_info may still carry the symbolic dims: let inference redo them.
         del model.graph.value_info[:]
+        memory_budget.check_inputs(model, knob)
         _declare_static_outputs(model)
     for vi in graph_inputs(model):
         dims = vi.type.tensor_type.shape.dim
@@ -115,6 +124,7 @@ def fix_input_shapes(model: onnx.ModelProto, input_shape: list[int] | None) -> o
                 f"model: input '{vi.name}' has dynamic {axes}; set model.input_shape=[...] "
                 "to compile a static shape"
             )
+    memory_budget.check_inputs(model, knob)
     return model
 
 
@@ -160,15 +170,56 @@ def build_model(cfg: DictConfig, cache_dir: str) -> tuple[onnx.ModelProto, dict]
             model = zoo.ZOO[cfg.name](seed=cfg.seed, opset=cfg.opset, **params)
         except TypeError as exc:
             raise UserError(f"model.params: {exc}") from exc
-        return fix_input_shapes(with_batch(model, cfg.batch), cfg.input_shape), {}
+        return fix_input_shapes(with_batch(model, cfg.batch), cfg.input_shape,
+                                ZOO_SIZE_KEYS), {}
     if cfg.source in ("torch", "sklearn"):
         from pipeline.exporters import sklearn_export, torch_export
 
         exporter = torch_export if cfg.source == "torch" else sklearn_export
         model, info = exporter.export(cfg)
         return upgrade_opset(fix_input_shapes(model, None), cfg.opset), info
+    if cfg.source == "tflite":
+        from pipeline.exporters import tflite_export
+
+        model, info = tflite_export.export(cfg)
+        return fix_input_shapes(model, cfg.input_shape), info
     if not cfg.path:  # source=onnx (the schema's enum allows nothing else)
         raise UserError("model.path: model=onnx needs model.path=FILE")
     model = onnx_io.load_model(cfg.path)
     model = fix_input_shapes(model, cfg.input_shape)
     return upgrade_opset(model, cfg.opset), {}
+
+
+def build_float_model(cfg: DictConfig, quantized: onnx.ModelProto) -> onnx.ModelProto | None:
+    """``model.float_path``: the float model a pre-quantized file came from (.tflite or
+    .onnx), at the same inputs, for the per-layer analysis of ``quant=as_is``."""
+    if not cfg.get("float_path"):
+        return None
+    path = onnx_io.resolve_path(cfg.float_path)
+    if path.suffix.lower() == ".tflite":
+        from pipeline.exporters import tflite_onnx, tflite_reader
+
+        model = tflite_onnx.convert(tflite_reader.read(path))
+    else:
+        model = upgrade_opset(onnx_io.load_model(path), cfg.opset)
+    model = fix_input_shapes(model, cfg.input_shape, "model.float_path")
+    ours = [(i.name, [d.dim_value for d in i.type.tensor_type.shape.dim])
+            for i in graph_inputs(model)]
+    theirs = [(i.name, [d.dim_value for d in i.type.tensor_type.shape.dim])
+              for i in graph_inputs(quantized)]
+    if [s for _, s in ours] != [s for _, s in theirs]:
+        raise UserError(f"model.float_path: '{path}' takes inputs {ours}; the model takes "
+                        f"{theirs}")
+    return _rename_inputs(model, {a: b for (a, _), (b, _) in zip(ours, theirs, strict=True)})
+
+
+def _rename_inputs(model: onnx.ModelProto, names: dict[str, str]) -> onnx.ModelProto:
+    """The float model's inputs under the quantized model's names (the converters name
+    them after their own tensors: 'input_1' and 'input_1_int8'), so one feed runs both."""
+    names = {a: b for a, b in names.items() if a != b}
+    for vi in model.graph.input:
+        vi.name = names.get(vi.name, vi.name)
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            node.input[i] = names.get(name, name)
+    return model

@@ -6,10 +6,10 @@ InferenceSession, and its float outputs on a seeded input are recorded as a dige
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +18,14 @@ import onnxruntime as ort
 from google.protobuf.message import DecodeError
 from onnx.external_data_helper import (
     ExternalDataInfo,
+    _get_all_tensors,
     load_external_data_for_model,
     uses_external_data,
 )
 
 from pipeline.artifacts import atomic_path, bytes_digest
 from pipeline.errors import UserError
+from pipeline.interrupt import worker_pool
 
 _ORT_NP_TYPES = {
     "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
@@ -67,6 +69,26 @@ def load_model(path: str | Path) -> onnx.ModelProto:
         raise UserError(f"model.path: '{path}' has a graph with no nodes (nothing to compile)")
     _check_acyclic(model.graph, path)
     return model
+
+
+@functools.lru_cache(maxsize=64)
+def _external_locations(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
+    model = onnx.load(path, load_external_data=False)
+    return tuple(sorted({ExternalDataInfo(t).location for t in _get_all_tensors(model)
+                         if uses_external_data(t)}))
+
+
+def external_data_files(path: str | Path) -> list[Path]:
+    """The files an ONNX model keeps tensors in (``save_as_external_data``): its weights
+    live there, so they are part of what a cached export depends on. [] for a file that
+    is not a readable model (export reports that)."""
+    path = resolve_path(path)
+    try:
+        st = path.stat()
+        names = _external_locations(str(path), st.st_size, st.st_mtime_ns)
+    except (OSError, DecodeError, ValueError, RuntimeError):
+        return []
+    return [path.parent / name for name in names]
 
 
 def _check_external_data(model: onnx.ModelProto, path: Path) -> None:
@@ -148,15 +170,19 @@ def session_options(threads: int = 1, optimized: bool = True) -> ort.SessionOpti
     return options
 
 
-def session(model: onnx.ModelProto | bytes, threads: int = 1, where: str = "model",
-            optimized: bool = True) -> ort.InferenceSession:
+def session(model: onnx.ModelProto | bytes | Path, threads: int = 1, where: str = "model",
+            optimized: bool = True, disabled: tuple[str, ...] = ()) -> ort.InferenceSession:
     """An onnxruntime CPU session; an op it cannot run becomes one line naming the node.
     ``optimized=False`` runs the graph as written (no onnxruntime fusions), the honest
-    reference when checking what a graph pass changed."""
+    reference when checking what a graph pass changed; ``disabled`` names onnxruntime graph
+    transformers to leave out."""
     options = session_options(threads, optimized)
-    data = model if isinstance(model, bytes) else model.SerializeToString()
+    data = model if isinstance(model, bytes) else str(model) if isinstance(model, Path) \
+        else model.SerializeToString()
     try:
-        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"],
+                                    **({"disabled_optimizers": list(disabled)} if disabled
+                                       else {}))
     except Exception as exc:  # onnxruntime raises its own pybind exception types
         proto = model if isinstance(model, onnx.ModelProto) else None
         reason = _ort_reason(str(exc), proto)
@@ -234,7 +260,7 @@ def run_all(sess: ort.InferenceSession, feeds: list[dict[str, np.ndarray]],
     workers = min(parallel_workers(), len(feeds))
     if workers <= 1:
         return [run(sess, f, where) for f in feeds]
-    with ThreadPoolExecutor(workers) as pool:
+    with worker_pool(workers) as pool:
         return list(pool.map(lambda f: run(sess, f, where), feeds))
 
 

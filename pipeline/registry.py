@@ -14,6 +14,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline import user_code
 from pipeline.errors import UserError
 from pipeline.stages.base import Stage
 from pipeline.stages.export import ExportStage
@@ -37,6 +38,9 @@ def build_chain(stages_cfg: DictConfig | dict[str, Any]) -> list[tuple[str, Stag
             stage = instantiate(spec)
         except InstantiationException as exc:
             reason = " ".join(str(exc).split()).split(", set env var HYDRA_FULL_ERROR")[0]
+            cause = user_code.root_cause(exc)
+            if cause is not exc:
+                reason = f"{reason}: {user_code.explain(cause)}"
             raise UserError(f"stages.{name}._target_: {reason[:300]}") from exc
         if not isinstance(stage, Stage):
             raise UserError(f"stages.{name}._target_: {spec._target_} is not a "

@@ -4,20 +4,23 @@ the run's flat ``metrics.json``."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import shutil
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pipeline import cache
+from pipeline import cache, interrupt, user_code
 from pipeline.artifacts import replace_dir, write_json
+from pipeline.errors import UserError
 from pipeline.registry import build_chain
 from pipeline.stages.base import Stage, StageInputs
 from pipeline.terminal import CONSOLE, live_progress
@@ -33,6 +36,31 @@ def stage_config(cfg: DictConfig, stage: Stage) -> DictConfig:
     return OmegaConf.masked_copy(cfg, keys)
 
 
+# a full disk, a quota, a file-size limit (ulimit -f), a read-only mount: the folder's
+# fault, not npuflow's, and one line names it
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
+
+
+@contextmanager
+def _writing(where: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in DISK_ERRORS:
+            raise
+        file = f" ({exc.filename})" if exc.filename else ""
+        raise UserError(f"{where}: {exc.strerror or os.strerror(exc.errno)}{file}") from exc
+
+
+def _run(name: str, stage: Stage, inputs: StageInputs, sub: DictConfig, out: Path) -> Any:
+    """A built-in stage runs as is (its bugs keep their tracebacks); a user's component's
+    exception is one line naming the component, the exception and its line."""
+    if type(stage).__module__.split(".")[0] in user_code.OWN_PACKAGES:
+        return stage.run(dict(inputs), sub, out)
+    return user_code.call(f"stages.{name}._target_", type(stage).__qualname__, stage.run,
+                          dict(inputs), sub, out)
+
+
 def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
               run_dir: Path, cache_root: Path | None = None
               ) -> tuple[dict[str, Any], str, float]:
@@ -42,30 +70,38 @@ def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
     tmp = run_dir / f".{name}.tmp-{os.getpid()}"
     for stale in run_dir.glob(f".{name}.tmp-*"):  # left by a killed run: never trusted
         shutil.rmtree(stale, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    sub = stage_config(cfg, stage)
-    key = cache.stage_key(name, stage, sub, inputs) if cache_root else None
-    lock = cache.locked(cache_root, name, key) if cache_root and key else nullcontext()
+    start = time.perf_counter()
     try:
-        start = time.perf_counter()
+        tmp.mkdir(parents=True)
+        sub = stage_config(cfg, stage)
+        key = cache.stage_key(name, stage, sub, inputs, cache_root) if cache_root else None
+        lock = cache.locked(cache_root, name, key) if cache_root and key else nullcontext()
         with lock:
             cached = cache.lookup(cache_root, name, key) if cache_root and key else None
             if cached is not None:
-                cache.restore(cached, tmp)
+                with _writing(f"stage {name}: restoring from run.cache_dir into {run_dir}"):
+                    cache.restore(cached, tmp)
                 metrics = json.loads((tmp / METRICS_FILE).read_text())
                 status = "hit"
             else:
-                result = stage.run(dict(inputs), sub, tmp)
-                metrics = dict(result.metrics)
-                write_json(tmp / METRICS_FILE, metrics)
+                with _writing(f"stage {name}: writing into {run_dir}"):
+                    result = _run(name, stage, inputs, sub, tmp)
+                    metrics = dict(result.metrics)
+                    write_json(tmp / METRICS_FILE, metrics)
+                interrupt.check()  # a library may have swallowed it: never keep this result
                 if cache_root and key:
-                    cache.store(cache_root, name, key, tmp)
+                    with _writing(f"run.cache_dir '{cache_root}': storing stage {name}"):
+                        cache.store(cache_root, name, key, tmp)
                 status = "miss" if cache_root else "off"
+        interrupt.check()
         replace_dir(tmp, final)
         seconds = time.perf_counter() - start
         log.info("stage %s %s in %.2f s", name,
                  "restored from cache" if status == "hit" else "done", seconds)
         return metrics, status, seconds
+    except interrupt.Interrupted as exc:
+        exc.where = exc.where or f"stage {name}"
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -90,8 +126,9 @@ def run_pipeline(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             metrics.update(stage_metrics)
             inputs[name] = run_dir / name
             progress.advance(task)
-    write_json(run_dir / METRICS_FILE, metrics)
-    # kept out of metrics.json, which must be byte-identical for the same config
-    write_json(run_dir / "cache.json", statuses)
-    write_json(run_dir / "timings.json", {k: round(v, 4) for k, v in seconds.items()})
+    with _writing(f"writing {run_dir}"):
+        write_json(run_dir / METRICS_FILE, metrics)
+        # kept out of metrics.json, which must be byte-identical for the same config
+        write_json(run_dir / "cache.json", statuses)
+        write_json(run_dir / "timings.json", {k: round(v, 4) for k, v in seconds.items()})
     return metrics

@@ -27,7 +27,7 @@ from hardware.bounds import (
 )
 from hardware.profile import HardwareProfile
 
-ModelSource = choices("ModelSource", "zoo", "onnx", "torch", "sklearn")
+ModelSource = choices("ModelSource", "zoo", "onnx", "torch", "sklearn", "tflite")
 Exporter = choices("Exporter", "auto", "dynamo", "torchscript")
 DataKind = choices("DataKind", "synthetic", "digits", "images", "npy", "image_folder",
                    "image_list")
@@ -35,7 +35,8 @@ ResizeMode = choices("ResizeMode", "crop", "stretch", "pad")
 ChannelOrder = choices("ChannelOrder", "RGB", "BGR")
 DataLayout = choices("DataLayout", "NCHW", "NHWC")
 CalibrationMethod = choices("CalibrationMethod", "minmax", "entropy", "percentile")
-Scheme = choices("Scheme", "none", "fp16", "int8")
+# auto: int8 for a float model, as_is for one that is already quantized (the default)
+Scheme = choices("Scheme", "none", "fp16", "int8", "as_is", "auto")
 QuantType = choices("QuantType", "int8", "uint8", "int16", "fp16", "fp32")
 INTEGER_TYPES = ("int8", "uint8", "int16")  # what quant.scheme=int8 can use
 FloatPrecision = choices("FloatPrecision", "fp16", "fp32")
@@ -61,7 +62,11 @@ class ModelConfig:
     name: str = MISSING
     source: ModelSource = ModelSource.zoo
     description: str = ""
-    path: str | None = None  # for source=onnx (a .onnx file) and sklearn (a joblib file)
+    # source=onnx (a .onnx file), tflite (a .tflite file), sklearn (a joblib file)
+    path: str | None = None
+    # a pre-quantized model's float original (.onnx or .tflite, the same inputs): the
+    # per-layer error analysis of quant=as_is runs between the two
+    float_path: str | None = None
     # fixes dynamic dims (single-input models); the export shape of source=torch
     input_shape: list[int] | None = bounded(None, AT_LEAST_1)
     batch: int = bounded(1, AT_LEAST_1)  # zoo models: images per inference
@@ -250,6 +255,9 @@ class RunConfig:
     ort_threads: int = bounded(1, AT_LEAST_1)
     cache_dir: str = ".npuflow-cache"  # trained zoo models; the stage cache
     cache: bool = True  # reuse stage outputs whose key (config slice + inputs) matches
+    # a run folder holds one run: true replaces an earlier run found in hydra.run.dir (or a
+    # multirun's hydra.sweep.dir); false refuses to start there
+    replace: bool = False
     # metric returned to a search sweeper (Optuna), e.g. latency_ms, or a list of metrics
     # for a multi-objective search (NSGA-II)
     objective: Any = None

@@ -9,6 +9,7 @@ costs milliseconds per row instead of a Python start-up.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,88 @@ def _cycle(tmp: Path) -> Path:
 def _file_in_the_way(tmp: Path) -> list[str]:
     (tmp / "afile").write_text("not a folder")
     return [f"hydra.run.dir={tmp / 'afile' / 'run'}"]
+
+
+def _module(tmp: Path, name: str, source: str) -> Path:
+    """A user's Python module in the case's folder (the test puts it on sys.path)."""
+    path = tmp / f"{name}.py"
+    path.write_text(source)
+    return path
+
+
+def _torch(name: str, source: str, *extra: str) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        _module(tmp, name, source)
+        return ["model=torch", f"model.module={name}:build", "model.input_shape=[1,3,8,8]",
+                *[e.format(tmp=tmp) for e in extra]]
+    return setup
+
+
+OK_NET = "import torch\ndef build():\n    return torch.nn.Conv2d(3, 4, 3)\n"
+
+
+def _weights(kind: str) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        import torch
+
+        path = tmp / "w.pt"
+        if kind == "list":
+            torch.save([1, 2, 3], path)
+        else:
+            path.write_bytes(b"not a file torch.save wrote")
+        return _torch(f"net_for_{kind}_weights", OK_NET, f"model.weights={path}")(tmp)
+    return setup
+
+
+def _estimator(kind: str) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        import joblib
+        from sklearn.cluster import KMeans
+        from sklearn.linear_model import LogisticRegression
+
+        estimator = KMeans(2, n_init=1).fit(np.random.default_rng(0).random((20, 4))) \
+            if kind == "clusterer" else LogisticRegression()
+        joblib.dump(estimator, tmp / "est.joblib")
+        return ["model=sklearn", f"model.path={tmp / 'est.joblib'}"]
+    return setup
+
+
+def _dynamic_model(tmp: Path) -> Path:
+    path = tiny_model(tmp / "dyn.onnx")
+    model = onnx.load(path)
+    for vi in (model.graph.input[0], model.graph.output[0]):
+        for d in vi.type.tensor_type.shape.dim[2:]:
+            d.dim_param = "side"
+    onnx.save(model, path)
+    return path
+
+
+def _bomb(text: str) -> str:
+    """A 'billion laughs' profile: twelve nested nine-fold aliases."""
+    lines = ["laugh0: &l0 [ha, ha, ha, ha, ha, ha, ha, ha, ha]"]
+    lines += [f"laugh{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 12)]
+    return text + "\n" + "\n".join(lines) + "\n"
+
+
+def _small_folder(tmp: Path) -> list[str]:
+    from PIL import Image
+
+    for label in ("a", "b"):
+        (tmp / "imgs" / label).mkdir(parents=True)
+        for i in range(2):
+            Image.fromarray(np.full((8, 8, 3), 60 * i, np.uint8)).save(
+                tmp / "imgs" / label / f"{i}.png")
+    return ["data=image_folder", f"data.path={tmp / 'imgs'}", "data.calibration_size=4"]
+
+
+SYNTAX_ERROR = "def build(:\n    pass\n"
+
+
+def _writes(name: str, source: str) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        _module(tmp, name, source)
+        return []
+    return setup
 
 
 @dataclass
@@ -210,6 +293,44 @@ CASES: dict[str, Case] = {
     "cycle": Case(culprit="relu_loops_back", setup=model_file(_cycle)),
     # output folders
     "run_dir_under_file": Case(culprit="afile", setup=_file_in_the_way),
+    # the user's code: the module and the exception, at its line
+    "torch_factory_raises": Case(culprit="RuntimeError: factory broke (raising_net.py:3)",
+                                 setup=_torch("raising_net", "import torch\ndef build():\n"
+                                              "    raise RuntimeError('factory broke')\n")),
+    "torch_syntax_error": Case(culprit="SyntaxError: invalid syntax (broken_net.py:1)",
+                               setup=_torch("broken_net", SYNTAX_ERROR)),
+    "torch_weights_a_list": Case(culprit="holds a list, not a state_dict",
+                                 setup=_weights("list")),
+    "torch_weights_garbage": Case(culprit="is not a state_dict saved with torch.save",
+                                  setup=_weights("garbage")),
+    "metric_syntax_error": Case(["eval.metric._target_=broken_metric.score"],
+                                "SyntaxError: invalid syntax (broken_metric.py:1)",
+                                setup=_writes("broken_metric", SYNTAX_ERROR)),
+    "stage_syntax_error": Case(["stages.quantize._target_=broken_stage.Stage"],
+                               "SyntaxError: invalid syntax (broken_stage.py:1)",
+                               setup=_writes("broken_stage", SYNTAX_ERROR)),
+    "pass_syntax_error": Case(["optimize.passes=[{_target_: broken_pass.run}]"],
+                              "SyntaxError: invalid syntax (broken_pass.py:1)",
+                              setup=_writes("broken_pass", SYNTAX_ERROR)),
+    "sklearn_clusterer": Case(culprit="KMeans, a clusterer", setup=_estimator("clusterer")),
+    "sklearn_unfitted": Case(culprit="LogisticRegression that is not fitted",
+                             setup=_estimator("unfitted")),
+    # profiles that would hang or overflow the composition
+    "profile_derives_from_itself": Case(culprit="cycle (bad -> bad)", setup=lambda t: (
+        profile_file(t, lambda s: "defaults: [bad, _self_]\n" + s))),
+    "profile_alias_bomb": Case(culprit="aliases expand", setup=lambda t: profile_file(t, _bomb)),
+    "profile_too_large": Case(culprit="a config file is at most", setup=lambda t: profile_file(
+        t, lambda s: s + "\n# " + "x" * (1 << 21) + "\n")),
+    # sizes checked before anything is allocated
+    "input_too_large": Case(["model.input_shape=[1,3,60000,60000]"], "model.input_shape",
+                            setup=model_file(_dynamic_model)),
+    "zoo_input_too_large": Case(["model=resnet18", "model.params.image_size=60000"],
+                                "model.params.image_size"),
+    # a search objective no stage produces, before any run
+    "objective_misspelled": Case(["run.objective=latncy_ms"], "did you mean latency_ms"),
+    # calibration and evaluation data must not be the same images
+    "folder_too_small": Case(culprit="4 sample(s) cannot give data.calibration_size=4",
+                             setup=_small_folder),
     # overrides Hydra itself refuses
     "unknown_key": Case(["no_such_key.x=1"], "no_such_key"),
     "wrong_type": Case(["simulate.frames=many"], "simulate.frames"),
@@ -217,7 +338,8 @@ CASES: dict[str, Case] = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_is_one_line_exit_2_and_nothing_half_written(name, tmp_path):
+def test_bad_input_is_one_line_exit_2_and_nothing_half_written(name, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))  # the cases' own modules
     case = CASES[name]
     extra = case.setup(tmp_path) if case.setup else []
     base = [f"hydra.run.dir={tmp_path / 'run'}", f"run.cache_dir={tmp_path / 'cache'}",
@@ -293,3 +415,79 @@ def test_a_valid_per_kernel_tile_override_passes_the_door_and_is_used(tmp_path):
     plan = json.loads((tmp_path / "run" / "compile" / "plan.json").read_text())
     tiling = next(k["tiling"] for k in plan["kernels"] if k.get("tiling"))
     assert tiling["tm"] == 8 and tiling["order"] == "kmn"
+
+
+def test_a_file_size_limit_is_one_line_and_leaves_no_cache_copy(tmp_path):
+    """ulimit -f under the run folder and the cache (EFBIG, as ENOSPC on a full disk)."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", "model=resnet18", f"hydra.run.dir={tmp_path / 'r'}",
+         f"run.cache_dir={tmp_path / 'cache'}"], cwd=REPO, preexec_fn=limit,
+        env={k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"},
+        capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("npuflow: error: stage export") and "File too large" in lines[0]
+    assert not [p for p in (tmp_path / "cache").glob("stages/*/*") if p.suffix != ".lock"]
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [".hydra", "npuflow.log"]
+
+
+def test_a_bad_value_under_dvc_names_params_yaml(tmp_path, monkeypatch):
+    from pipeline import dvc_stage
+
+    text = (CONF.parent / "params.yaml").read_text().replace("frames: 4", "frames: 0", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    code, lines, _ = npuflow("export", main=lambda: dvc_stage.main(["export"]))
+    assert code == 2 and lines == ["npuflow: error: params.yaml: simulate.frames: must be "
+                                   ">= 1, got 0"], lines
+
+
+def test_a_model_newer_than_onnxruntime_quantizes_is_converted_and_said(tmp_path):
+    model = onnx.load(tiny_model(tmp_path / "t.onnx"))
+    model.opset_import[0].version = 28
+    model.ir_version = 13
+    onnx.save(model, tmp_path / "opset28.onnx")
+    code, lines, _ = npuflow(f"hydra.run.dir={tmp_path / 'run'}", "run.cache=false",
+                             "model=onnx", f"model.path={tmp_path / 'opset28.onnx'}",
+                             "data.calibration_size=2", "data.eval_size=2")
+    assert code == 0, lines
+    log = (tmp_path / "run" / "npuflow.log").read_text()
+    assert "the model's opset 28 is newer than onnxruntime" in log
+    quantized = onnx.load(tmp_path / "run" / "quantize" / "model.onnx")
+    assert quantized.opset_import[0].version < 28
+    assert any(n.op_type == "QuantizeLinear" for n in quantized.graph.node)
+
+
+def test_one_class_of_labels_is_warned_about(tmp_path):
+    from PIL import Image
+
+    (tmp_path / "imgs" / "cat").mkdir(parents=True)
+    for i in range(4):
+        Image.fromarray(np.full((8, 8, 3), 50 * i, np.uint8)).save(
+            tmp_path / "imgs" / "cat" / f"{i}.png")
+    code, lines, _ = npuflow(f"hydra.run.dir={tmp_path / 'run'}", "run.cache=false",
+                             "model=onnx", f"model.path={tiny_model(tmp_path / 't.onnx')}",
+                             "data=image_folder", f"data.path={tmp_path / 'imgs'}",
+                             "data.calibration_size=2", "stages.order=[export,quantize]",
+                             "eval.metric._target_=tests.custom_metrics.balanced_accuracy",
+                             "~eval.metric.k", "eval.objective=balanced_accuracy")
+    assert code == 0, lines
+    log = (tmp_path / "run" / "npuflow.log").read_text()
+    assert "every evaluation sample is of one class ('cat')" in log
+
+
+def test_a_misspelled_objective_stops_a_sweep_before_its_first_job(tmp_path):
+    code, lines, _ = npuflow("-m", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                             "run.objective=[latency_ms,energy]", "simulate.frames=2,3")
+    assert code == 2 and "run.objective: 'energy'" in lines[-1], lines
+    assert "did you mean energy_mj" in lines[-1]
+    assert not (tmp_path / "sweep").exists()

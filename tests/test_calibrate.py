@@ -23,8 +23,11 @@ import pytest
 import yaml
 from onnx import helper, numpy_helper
 
+from pipeline.calibrate import fit as fit_module
 from pipeline.calibrate.cli import main as calibrate_main
 from pipeline.calibrate.layers import node_name
+from pipeline.calibrate.measurements import read_measurements
+from pipeline.errors import UserError
 from tests.conftest import CONF, REPO, run_inprocess
 
 TRUTH = {"dispatch_cycles": 2600, "dram.bandwidth_gbps": 9.5,
@@ -61,6 +64,9 @@ def _networks(folder: Path) -> dict[str, Path]:
                      [1, 64, 112, 112], [1, 64, 112, 112], []),
         "fc": save("fc", [helper.make_node("Gemm", ["x", "wf"], ["y"], transB=1)],
                    [1, 2048], [1, 2048], [w("wf", 2048, 2048)]),
+        # a fifth configuration: four parameters leave one row for each leave-one-out fit
+        "pointwise": save("pointwise", [helper.make_node("Conv", ["x", "wp"], ["y"])],
+                          [1, 128, 28, 28], [1, 128, 28, 28], [w("wp", 128, 128, 1, 1)]),
     }
 
 
@@ -127,7 +133,7 @@ def test_calibration_recovers_the_truth_and_reports_leave_one_out(board):
     fit = json.loads((board["root"] / "report" / "fit.json").read_text())
     for key, truth in TRUTH.items():
         assert fit["fitted"][key] == pytest.approx(truth, rel=0.05), key
-    assert len(fit["leave_one_out"]) == 4 and all(v > 0 for v in fit["leave_one_out"])
+    assert len(fit["leave_one_out"]) == 5 and all(v > 0 for v in fit["leave_one_out"])
     measured = [float(r["latency_ms"]) for r in board["rows"]]
     before = max(abs(np.log(p / m)) for p, m in zip(fit["before"], measured, strict=True))
     after = max(abs(np.log(p / m)) for p, m in zip(fit["after"], measured, strict=True))
@@ -245,8 +251,8 @@ def _layers_csv(board: dict, path: Path, full_names: bool = True) -> None:
     """The truth's own kernel times as a profiler would report them: one line per kernel,
     named by its first ONNX node (every other one in RKNN's ``OpType:node`` form)."""
     lines = []
-    for i, (name, row) in enumerate(zip(("convs", "chain", "silu", "fc"), board["rows"],
-                                        strict=True)):
+    for i, (name, row) in enumerate(zip(("convs", "chain", "silu", "fc", "pointwise"),
+                                        board["rows"], strict=True)):
         plan = json.loads((board["root"] / name / "compile" / "plan.json").read_text())
         for j, k in enumerate(plan["kernels"]):
             layer = k["ops"][0]
@@ -272,7 +278,7 @@ def test_per_layer_times_join_the_fit_and_are_reported(board, tmp_path):
     fit = json.loads((report / "fit.json").read_text())
     for key, truth in TRUTH.items():
         assert fit["fitted"][key] == pytest.approx(truth, rel=0.05), key
-    assert len(fit["layers"]) == 4
+    assert len(fit["layers"]) == 5
     for row in fit["layers"]:
         assert row["kernels"] >= 1 and row["unmatched_count"] == 0
         assert row["rms_after"] < 0.02 < row["rms_before"], row
@@ -337,3 +343,46 @@ def test_rknn_layer_tables_become_layer_rows(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "pipeline.calibrate.layers", str(empty), "m"],
                          capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "no RKNN layer table found" in bad.stderr
+
+
+def test_repeated_rows_count_once_for_the_fit_and_leave_one_out(board, tmp_path,
+                                                                  monkeypatch):
+    """Three measurements of one network determine one value: with too few distinct
+    configurations the fit is refused, and a repeat never stays in the fit that predicts
+    its twin (the figure would be in-sample)."""
+    measurements = tmp_path / "m.csv"
+    _write_csv(measurements, [board["rows"][0]] * 3 + [board["rows"][1]])
+    code, lines, _ = _calibrate(board, "prior", measurements, tmp_path / "report")
+    assert code == 2 and "2 distinct configuration(s)" in lines[0], lines
+    seen: list[list[int]] = []
+
+    def fake_fit(predict, rows, measured, free, prior, layers, groups):
+        seen.append(list(rows))
+        return fit_module.FitResult(prior, 0.0, 1)
+
+    groups = ["a", "a", "b", "c", "d"]
+    free = [object()] * 3
+    monkeypatch.setattr(fit_module, "fit", fake_fit)
+    loo = fit_module.leave_one_out(lambda i, p: 1.0, [1.0] * 5, free, (), groups=groups)
+    assert loo == [1.0] * 5
+    assert seen[0] == seen[1] == [2, 3, 4]  # the twin left out with its row
+    assert fit_module.leave_one_out(lambda i, p: 1.0, [1.0] * 5, free[:1] * 4, (),
+                                    groups=groups) is None  # 4 groups for 4 parameters
+
+
+def test_a_spreadsheets_csv_with_a_byte_order_mark_is_read(tmp_path):
+    path = tmp_path / "board.csv"
+    path.write_text("\ufeffmodel , overrides,latency_ms\nresnet18,,2.5\n", encoding="utf-8")
+    rows = read_measurements(path, ["resnet18"])
+    assert [(r.model, r.latency_ms) for r in rows] == [("resnet18", 2.5)]
+    path.write_bytes("model,overrides,latency_ms\n".encode("utf-16"))
+    with pytest.raises(UserError, match="not UTF-8 text"):
+        read_measurements(path, ["resnet18"])
+
+
+def test_an_unwritable_output_folder_stops_before_the_fit(board, tmp_path):
+    code, lines, _ = run_inprocess(
+        "hardware=prior", f"measurements={board['csv']}", "--config-dir", str(board["conf"]),
+        "--report-dir", "/proc/npuflow-report", *COMMON, main=calibrate_main)
+    assert code == 2 and len(lines) == 1 and "--report-dir" in lines[0], lines
+    assert "cannot write in '/proc'" in lines[0]

@@ -64,15 +64,15 @@ def test_wrong_rank_input_shape_names_the_input(tmp_path, light_model):
 
 
 def test_missing_and_non_onnx_files(tmp_path):
-    proc = _export(tmp_path, "model=onnx", f"model.path={tmp_path / 'nope.onnx'}")
+    proc = _export(tmp_path / "r1", "model=onnx", f"model.path={tmp_path / 'nope.onnx'}")
     assert proc.returncode == 2 and "no such file" in error_lines(proc)[0]
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"\x00not a protobuf\xff" * 10)
-    proc = _export(tmp_path, "model=onnx", f"model.path={junk}")
+    proc = _export(tmp_path / "r2", "model=onnx", f"model.path={junk}")
     assert proc.returncode == 2
     assert error_lines(proc) == [f"npuflow: error: model.path: '{junk}' is not an ONNX model "
                                  "(DecodeError)"]
-    proc = _export(tmp_path, "model=onnx")
+    proc = _export(tmp_path / "r3", "model=onnx")
     assert proc.returncode == 2 and "model.path" in error_lines(proc)[0]
 
 

@@ -83,21 +83,25 @@ def _npy_folder(tmp_path, arrays):
 
 
 @pytest.mark.parametrize(("arrays", "message"), [
-    ([np.zeros((1, 32), np.float32)], "does not match the model input [1, 64]"),
+    ([np.zeros((1, 32), np.float32)] * 2, "does not match the model input [1, 64]"),
     ([], "no samples found"),
-    ([np.full((1, 64), np.nan, np.float32)], "contains NaN or infinite values"),
+    ([np.zeros((1, 64), np.float32)], "1 sample(s) cannot give data.calibration_size=1"),
+    ([np.full((1, 64), np.nan, np.float32)] * 2, "contains NaN or infinite values"),
 ])
 def test_bad_calibration_data_stops_with_one_line(tmp_path, arrays, message):
+    """Contents are checked as the quantize stage reads them (upstream is cached by then);
+    how many samples there are is checked at the door, before any stage."""
     folder = _npy_folder(tmp_path, arrays)
     cache = tmp_path / "cache"
     proc = run_cli("model=digits_mlp", "data=synthetic", "data.kind=npy",
-                   f"data.path={folder}", "quant=int8", CHAIN, f"hydra.run.dir={tmp_path / 'r'}",
-                   f"run.cache_dir={cache}")
+                   f"data.path={folder}", "data.calibration_size=1", "quant=int8", CHAIN,
+                   f"hydra.run.dir={tmp_path / 'r'}", f"run.cache_dir={cache}")
     assert proc.returncode == 2
     (line,) = error_lines(proc)
     assert message in line
     assert not (tmp_path / "r" / "quantize").exists()
-    assert list((cache / "stages" / "optimize").glob("*/COMPLETE"))  # upstream was cached
+    at_door = len(arrays) < 2
+    assert bool(list((cache / "stages" / "optimize").glob("*/COMPLETE"))) != at_door
     assert not list((cache / "stages" / "quantize").glob("*/COMPLETE"))
     assert not list(cache.rglob("*.tmp-*"))
 
@@ -140,11 +144,14 @@ def test_a_model_quantized_before_npuflow_is_not_quantized_twice(tmp_path):
     assert proc.returncode == 2
     (line,) = error_lines(proc)
     assert "the model is already quantized (DynamicQuantizeLinear, MatMulInteger)" in line
-    assert "quant=none" in line and not (tmp_path / "a" / "quantize").exists()
-    proc = run_cli(*common, "quant=none", f"hydra.run.dir={tmp_path / 'b'}")
-    assert proc.returncode == 0, proc.stderr
-    metrics = json.loads((tmp_path / "b" / "metrics.json").read_text())
-    assert "fc_1" in " ".join(metrics["fallback_ops"])  # MatMulInteger: no NPU spec
+    assert "quant=as_is" in line and not (tmp_path / "a" / "quantize").exists()
+    for name, choice in (("b", ()), ("c", ("quant=none",))):  # auto, or none: as shipped
+        proc = run_cli(*common, *choice, f"hydra.run.dir={tmp_path / name}")
+        assert proc.returncode == 0, proc.stderr
+        metrics = json.loads((tmp_path / name / "metrics.json").read_text())
+        assert "fc_1" in " ".join(metrics["fallback_ops"])  # MatMulInteger: no NPU spec
+        accuracy = json.loads((tmp_path / name / "quantize" / "accuracy.json").read_text())
+        assert accuracy["scheme"] == "as_is"
 
 
 def test_fp16_conversion_of_an_optimized_graph_with_resize_runs_in_onnxruntime():

@@ -44,7 +44,7 @@ def test_a_run_killed_mid_stage_leaves_nothing_a_rerun_trusts(tmp_path):
     entries = list((cache / "stages" / "quantize").glob("*"))
     assert not any((e / "COMPLETE").is_file() for e in entries if e.is_dir())
 
-    rerun = run_cli("model=mobilenet_v2", f"hydra.run.dir={run_dir}",
+    rerun = run_cli("model=mobilenet_v2", f"hydra.run.dir={run_dir}", "run.replace=true",
                     f"run.cache_dir={cache}")
     assert rerun.returncode == 0, rerun.stderr
     assert not list(run_dir.glob(".*.tmp-*"))

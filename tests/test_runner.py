@@ -85,3 +85,21 @@ def test_console_script_and_module_are_one_app(tmp_path):
     assert json.loads((tmp_path / "metrics.json").read_text())["model_name"] == "digits_mlp"
     bad = run_cli("stages.order=[]")
     assert bad.returncode == 2 and "stages.order" in error_lines(bad)[0]
+
+
+def test_every_metric_a_stage_returns_is_one_it_declares(tmp_path):
+    """``Stage.produces`` is what a search objective is checked against before the first
+    trial: a stage returning a name it does not declare would make a valid objective fail."""
+    from pipeline.registry import build_chain
+    from tests.conftest import compose_config, run_inprocess
+
+    runs = {"digits": ("model=digits_mlp", "data=digits", "simulate.sustained.seconds=2"),
+            "auto": ("model=digits_mlp", "data=digits", "quant.auto.enabled=true",
+                     "quant.auto.max_trials=2")}
+    for name, args in runs.items():
+        code, lines, _ = run_inprocess(f"hydra.run.dir={tmp_path / name}",
+                                       f"run.cache_dir={tmp_path / 'cache'}", *args)
+        assert code == 0, lines
+        for stage_name, stage in build_chain(compose_config(*args).stages):
+            returned = json.loads((tmp_path / name / stage_name / "metrics.json").read_text())
+            assert set(returned) <= stage.produces, (stage_name, set(returned) - stage.produces)

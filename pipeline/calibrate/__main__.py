@@ -1,3 +1,3 @@
-from pipeline.calibrate.cli import main
+from pipeline.entry import calibrate
 
-main()
+calibrate()

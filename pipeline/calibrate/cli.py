@@ -19,7 +19,8 @@ from omegaconf import OmegaConf
 from rich.progress import Progress
 
 from hardware.profile_file import read_profile_yaml
-from pipeline.artifacts import atomic_path, write_text
+from pipeline import interrupt
+from pipeline.artifacts import atomic_path, check_writable, write_text
 from pipeline.calibrate.evaluate import Params, RowModel, compose_row, dump, params_of
 from pipeline.calibrate.fit import fit, leave_one_out
 from pipeline.calibrate.layer_fit import LayerFit
@@ -106,6 +107,8 @@ def run(argv: list[str]) -> Path:
     out_name = name if name.endswith("_calibrated") else f"{name}_calibrated"
     out_dir = Path(opts.get("--config-dir") or CONF_DIR) / "hardware"
     report_dir = Path(opts.get("--report-dir") or Path("calibration") / out_name)
+    check_writable(out_dir, "--config-dir" if opts.get("--config-dir") else "conf/hardware")
+    check_writable(report_dir, "--report-dir")
 
     work = Path(tempfile.mkdtemp(prefix="npuflow-calibrate-"))  # per-row upstream folders
     try:
@@ -143,11 +146,12 @@ def _calibrate(rows: list[Measurement], layer_times: dict[int, list[LayerTime]],
         progress.update(task, description="calibrate: fitting")
         before = [predict(i, prior) for i in range(len(rows))]
         layers = LayerFit(models, layer_times, prior)
-        result = fit(predict, range(len(rows)), measured, free, prior, layers.residuals)
+        groups = [(m.model, m.overrides) for m in rows]
+        result = fit(predict, range(len(rows)), measured, free, prior, layers.residuals,
+                     groups)
         result = replace(result, params=models[0].typed(result.params))
         after = [predict(i, result.params) for i in range(len(rows))]
-        loo = (leave_one_out(predict, measured, free, prior, layers.residuals)
-               if len(rows) > len(free) else after)
+        loo = leave_one_out(predict, measured, free, prior, layers.residuals, groups)
 
     outcome = Outcome([m.label for m in rows], measured, before, after, loo, prior,
                       result.params, free, result.rms_log_error, result.evaluations,
@@ -171,11 +175,14 @@ def _calibrate(rows: list[Measurement], layer_times: dict[int, list[LayerTime]],
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        run(list(sys.argv[1:] if argv is None else argv))
-    except UserError as exc:
-        print(f"npuflow-calibrate: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    with interrupt.handled():
+        try:
+            run(list(sys.argv[1:] if argv is None else argv))
+        except interrupt.Interrupted as exc:
+            interrupt.exit_for(exc, "npuflow-calibrate")
+        except UserError as exc:
+            print(f"npuflow-calibrate: error: {exc}", file=sys.stderr)
+            sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ ch. 14: the normal-prior regression is least squares with pseudo-observations).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,13 +70,20 @@ def _value(unit: float, free: FreeParameter) -> float:
 
 def fit(predict: Predict, rows: Sequence[int], measured: Sequence[float],
         free: Sequence[FreeParameter], prior: Params,
-        layers: LayerResiduals = _no_layers) -> FitResult:
+        layers: LayerResiduals = _no_layers,
+        groups: Sequence[Hashable] | None = None) -> FitResult:
     """Fit the free parameters to ``measured`` over ``rows`` from the ``prior`` (and to
-    the rows' per-layer times, where ``layers`` has any)."""
+    the rows' per-layer times, where ``layers`` has any). ``groups`` names each row's
+    configuration: repeated measurements of one configuration determine one value."""
     if len(rows) < len(free):
         raise UserError(f"measurements: {len(rows)} row(s) cannot determine {len(free)} free "
                         "parameters (hardware.calibrate); measure more networks or list "
                         "fewer parameters")
+    if groups is not None and len({groups[r] for r in rows}) < len(free):
+        raise UserError(f"measurements: {len({groups[r] for r in rows})} distinct "
+                        f"configuration(s) cannot determine {len(free)} free parameters "
+                        "(hardware.calibrate); repeated rows of one configuration count "
+                        "once: measure more networks or list fewer parameters")
     prior_values = dict(prior)
 
     def params(y: np.ndarray) -> Params:
@@ -109,11 +116,17 @@ def fit(predict: Predict, rows: Sequence[int], measured: Sequence[float],
 
 def leave_one_out(predict: Predict, measured: Sequence[float],
                   free: Sequence[FreeParameter], prior: Params,
-                  layers: LayerResiduals = _no_layers) -> list[float]:
-    """Each row predicted by a fit on all the other rows (and their layers)."""
+                  layers: LayerResiduals = _no_layers,
+                  groups: Sequence[Hashable] | None = None) -> list[float] | None:
+    """Each row predicted by a fit that saw neither it nor any repeat of its configuration
+    (``groups``: a repeat left in the fit would make the figure an in-sample one); None
+    when fewer distinct configurations remain than there are free parameters."""
+    groups = list(groups) if groups is not None else list(range(len(measured)))
+    if len(set(groups)) <= len(free):
+        return None
     out = []
     for held in range(len(measured)):
-        rows = [i for i in range(len(measured)) if i != held]
-        result = fit(predict, rows, [measured[i] for i in rows], free, prior, layers)
+        rows = [i for i in range(len(measured)) if groups[i] != groups[held]]
+        result = fit(predict, rows, [measured[i] for i in rows], free, prior, layers, groups)
         out.append(predict(held, result.params))
     return out

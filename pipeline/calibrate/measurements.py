@@ -36,13 +36,23 @@ def csv_rows(path: Path, columns: tuple[str, ...], what: str) -> list[dict[str, 
     """A CSV file's rows, once its header has every column (else one line naming them)."""
     if not path.is_file():
         raise UserError(f"{what}: no such file '{path}'")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"{path}: missing column(s) {', '.join(missing)} "
-                            f"(expected: {', '.join(columns)})")
-        return list(reader)
+    # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would
+    # otherwise be part of the first column's name
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            reader.fieldnames = [f.strip() for f in reader.fieldnames or []]
+            missing = [c for c in columns if c not in reader.fieldnames]
+            if missing:
+                raise UserError(f"{path}: missing column(s) {', '.join(missing)} "
+                                f"(expected: {', '.join(columns)}; found: "
+                                f"{', '.join(reader.fieldnames) or 'no header'})")
+            return list(reader)
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start}); save it as CSV UTF-8"
+                        ) from exc
+    except csv.Error as exc:
+        raise UserError(f"{path}: not a CSV file ({exc})") from exc
 
 
 def read_measurements(path: Path, zoo: list[str]) -> list[Measurement]:

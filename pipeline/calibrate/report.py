@@ -24,7 +24,7 @@ class Outcome:
     measured: list[float]
     before: list[float]  # the prior profile's predictions
     after: list[float]  # the fit on every row
-    loo: list[float]  # each row by a fit that did not see it
+    loo: list[float] | None  # each row by a fit that did not see it; None: too few rows
     prior: Params
     fitted: Params
     free: Sequence[FreeParameter]
@@ -47,6 +47,13 @@ def worst(predicted: Sequence[float], measured: Sequence[float]) -> float:
 
 
 def summary(o: Outcome) -> str:
+    if o.loo is None:
+        distinct = len(set(o.labels))
+        return (f"median error {median_error(o.before, o.measured):.3f}x before, "
+                f"{median_error(o.after, o.measured):.3f}x fitted on all rows; worst "
+                f"{worst(o.before, o.measured):.2f}x before; no leave-one-out figure: "
+                f"{distinct} distinct configuration(s) for {len(o.free)} free parameter(s) "
+                "leave nothing to check a fit against")
     return (f"median error {median_error(o.before, o.measured):.3f}x before, "
             f"{median_error(o.loo, o.measured):.3f}x leave-one-out after "
             f"({median_error(o.after, o.measured):.3f}x fitted on all rows); worst "
@@ -67,7 +74,8 @@ def markdown(o: Outcome, title: str) -> str:
               "|---|---|---|---|---|---|---|---|"]
     for i, label in enumerate(o.labels):
         m = o.measured[i]
-        cells = [f"{p[i]:.3f} | {p[i] / m:.2f}" for p in (o.before, o.after, o.loo)]
+        cells = [f"{p[i]:.3f} | {p[i] / m:.2f}" if p is not None else "- | -"
+                 for p in (o.before, o.after, o.loo)]
         lines.append(f"| {label} | {m:.3f} | " + " | ".join(cells) + " |")
     if o.layers:
         lines += ["", "Per-layer times (the layers file): rms of ln(predicted / measured) over "
@@ -88,6 +96,8 @@ def plot(o: Outcome, path: Path) -> None:
     width = 0.27
     for k, (name, pred) in enumerate((("before", o.before), ("fitted", o.after),
                                       ("leave-one-out", o.loo))):
+        if pred is None:
+            continue
         ax.bar([i + (k - 1) * width for i in x], ratios(pred, o.measured), width, label=name)
     ax.axhline(1.0, color="black", lw=0.8)
     for bound in (1 / 1.25, 1.25):

@@ -29,7 +29,6 @@ from pipeline.compiler.fusion import PATTERNS, fuse
 from pipeline.compiler.kernel_work import SCHEME_PRECISION
 from pipeline.compiler.placement import (
     CPU,
-    GRAPH_IO_LAYOUT,
     NPU,
     Decision,
     decide,
@@ -259,7 +258,7 @@ def _kernel_entry(i: int, d: Decision, cost: KernelCost, tiling: Tiling | None, 
 def _transfers(kernels: list[dict], graph: Graph, profile: HardwareProfile) -> list[dict]:
     """Every tensor hand-over between the host and the NPU, with its layout conversion."""
     producer = {t: k for k in kernels for t in k["outputs"]}
-    host = {"target": CPU, "layout": GRAPH_IO_LAYOUT, "id": None, "precision": "fp32"}
+    host = {"target": CPU, "layout": graph.io_layout, "id": None, "precision": "fp32"}
     out, seen = [], set()
     edges = [(producer.get(t, host), k, t) for k in kernels for t in k["inputs"]]
     edges += [(producer[t], host, t) for t in graph.outputs if t in producer]
@@ -270,7 +269,7 @@ def _transfers(kernels: list[dict], graph: Graph, profile: HardwareProfile) -> l
         prec = src["precision"] if src["target"] == NPU else dst["precision"]
         nbytes = tensor_bytes(t, graph, prec)
         npu_side = src if src["target"] == NPU else dst
-        host_layout = GRAPH_IO_LAYOUT if host in (src, dst) else profile.host.layout
+        host_layout = graph.io_layout if host in (src, dst) else profile.host.layout
         convert = needs_conversion(npu_side["layout"], host_layout,
                                    len(graph.tensors[t].shape or ()))
         cycles = transfer_cycles(nbytes, profile, convert)

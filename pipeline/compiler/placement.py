@@ -123,7 +123,6 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
     return d
 
 
-GRAPH_IO_LAYOUT = "NCHW"  # graph inputs arrive / outputs leave in ONNX's layout
 
 
 def needs_conversion(npu_layout: str, host_layout: str, rank: int) -> bool:
@@ -143,7 +142,7 @@ def transfer_cycles(nbytes: int, profile: HardwareProfile, convert: bool) -> flo
 
 def _edge_cycles(t: str, graph: Graph, profile: HardwareProfile, precision: str,
                  graph_io: bool) -> float:
-    host = GRAPH_IO_LAYOUT if graph_io else profile.host.layout
+    host = graph.io_layout if graph_io else profile.host.layout
     convert = needs_conversion(profile.layout, host, _rank(t, graph))
     return transfer_cycles(tensor_bytes(t, graph, precision), profile, convert)
 

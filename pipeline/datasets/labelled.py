@@ -66,7 +66,7 @@ def image_folder(path: str | None) -> Listing:
 
 
 def _rows(csv_path: Path) -> list[tuple[int, list[str]]]:
-    with open(csv_path, newline="", encoding="utf-8") as handle:
+    with open(csv_path, newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's BOM
         rows = [(n, row) for n, row in enumerate(csv.reader(handle), start=1) if row]
     if rows and [c.strip().lower() for c in rows[0][1]] == ["path", "label"]:
         rows = rows[1:]

@@ -8,6 +8,7 @@ against the model input (shape, finite values) before use, with errors naming th
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from omegaconf import DictConfig
 from pipeline.datasets import digits, labelled
 from pipeline.datasets.images import IMAGE_SUFFIXES, preprocess_image
 from pipeline.errors import UserError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -52,15 +55,31 @@ def _check(sample: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray
     return sample.astype(np.float32)
 
 
-def _split(count: int, cfg: DictConfig, where: str) -> tuple[list[int], list[int]]:
-    """Seeded, disjoint calibration / evaluation indices (evaluation reuses calibration
-    only when there is nothing else)."""
+def _enough(count: int, cfg: DictConfig, where: str) -> None:
+    """Accuracy measured on the images the ranges were calibrated on flatters the
+    quantized model, so a source too small for ``data.calibration_size`` plus one
+    evaluation sample is refused, saying how many it needs."""
     if not count:
         raise UserError(f"{where}: no samples found")
+    n_cal = cfg.calibration_size
+    if count <= n_cal:
+        raise UserError(f"{where}: {count} sample(s) cannot give data.calibration_size="
+                        f"{n_cal} calibration samples and evaluation samples apart from them; "
+                        f"add at least {n_cal + 1 - count} or set data.calibration_size="
+                        f"{max(1, count // 2)}")
+
+
+def _split(count: int, cfg: DictConfig, where: str) -> tuple[list[int], list[int]]:
+    """Seeded, disjoint calibration / evaluation indices (``_enough`` of them); a source
+    with fewer than ``data.eval_size`` left evaluates on what is left, with a warning."""
+    _enough(count, cfg, where)
+    n_cal = cfg.calibration_size
     order = [int(i) for i in np.random.default_rng(cfg.seed).permutation(count)]
-    n_cal = min(cfg.calibration_size, count)
-    rest = order[n_cal:] or order[:n_cal]
-    return order[:n_cal], rest[: cfg.eval_size]
+    evaluation = order[n_cal:][: cfg.eval_size]
+    if len(evaluation) < cfg.eval_size:
+        log.warning("%s: %d sample(s) left for evaluation after %d for calibration "
+                    "(data.eval_size=%d)", where, len(evaluation), n_cal, cfg.eval_size)
+    return order[:n_cal], evaluation
 
 
 def _folder(cfg: DictConfig) -> Path:
@@ -77,12 +96,14 @@ def source_files(cfg: DictConfig) -> list[Path]:
     listing them is also the door's check that the source is well formed."""
     found = labelled.listing(cfg)
     if found is not None:
+        _enough(len(found.files), cfg, f"data.path '{cfg.path}'")
         extra = [Path(cfg.path)] if cfg.kind == "image_list" else []
         return extra + found.files
-    if cfg.kind == "images":
-        return sorted(p for p in _folder(cfg).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-    if cfg.kind == "npy":
-        return sorted(_folder(cfg).glob("*.npy"))
+    if cfg.kind in ("images", "npy"):
+        files = sorted(p for p in _folder(cfg).iterdir() if p.suffix.lower() in
+                       (IMAGE_SUFFIXES if cfg.kind == "images" else (".npy",)))
+        _enough(len(files), cfg, f"data.path '{cfg.path}'")
+        return files
     return []
 
 
@@ -114,5 +135,10 @@ def load(cfg: DictConfig, inputs: list[ModelInput]) -> Dataset:
         lambda p, s: _check(preprocess_image(p, cfg, s), s, str(p)))
     decoded = {i: read(files[i], shape) for i in dict.fromkeys(cal_idx + ev_idx)}
     labels = found.labels[ev_idx] if found is not None else None
+    if labels is not None and labels.dtype != object and len(np.unique(labels)) == 1:
+        only = found.classes[int(labels[0])] if found.classes else str(labels[0])
+        log.warning("data.path '%s': every evaluation sample is of one class ('%s'); an "
+                    "accuracy against a single label says nothing about a classifier",
+                    cfg.path, only)
     return Dataset([{name: decoded[i]} for i in cal_idx], [{name: decoded[i]} for i in ev_idx],
                    labels)

@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from omegaconf import DictConfig
 
+from pipeline import user_code
 from pipeline.errors import UserError
 from pipeline.exporters.verify import max_error, seeded_input
 
@@ -37,6 +38,36 @@ def _load(path: str | None):
             AttributeError, ModuleNotFoundError) as exc:
         raise UserError(f"model.path: '{file}' is not a pickled estimator "
                         f"({type(exc).__name__}: {str(exc)[:120]})") from exc
+
+
+def _check_estimator(estimator: Any, path: str) -> None:
+    """A fitted classifier or regressor (or a pipeline ending in one): what npuflow compiles
+    and checks against ``predict``. A clusterer, an outlier detector or a transformer has
+    no output npuflow can check or score, and an unfitted estimator has no weights."""
+    from sklearn.base import is_classifier, is_regressor
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    name = type(estimator).__name__
+    if not hasattr(estimator, "predict"):
+        raise UserError(f"model.path: '{path}' holds a {name}, not a fitted estimator")
+    final = _final(estimator)
+    if not (is_classifier(final) or is_regressor(final)):
+        try:
+            from sklearn.utils import get_tags
+
+            kind = (get_tags(final).estimator_type or "transformer").replace("_", " ")
+        except (ImportError, TypeError, AttributeError):
+            kind = "estimator"
+        raise UserError(f"model.path: '{path}' holds a {type(final).__name__}, a {kind}; "
+                        "model=sklearn takes a classifier or a regressor")
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError as exc:
+        raise UserError(f"model.path: '{path}' holds a {name} that is not fitted (call fit "
+                        "before saving it)") from exc
+    except TypeError:
+        pass  # not a scikit-learn estimator check_is_fitted knows; the export says
 
 
 def _final(estimator):
@@ -166,9 +197,7 @@ def export(cfg: DictConfig) -> tuple[onnx.ModelProto, dict[str, Any]]:
     except ImportError as exc:
         raise UserError("model=sklearn needs pip install 'npuflow[sklearn]'") from exc
     estimator = _load(cfg.path)
-    if not hasattr(estimator, "predict"):
-        raise UserError(f"model.path: '{cfg.path}' holds a {type(estimator).__name__}, not a "
-                        "fitted estimator")
+    _check_estimator(estimator, cfg.path)
     features = getattr(estimator, "n_features_in_", None)
     shape = list(cfg.input_shape) if cfg.input_shape is not None else (
         [1, int(features)] if features else None)
@@ -189,15 +218,18 @@ def export(cfg: DictConfig) -> tuple[onnx.ModelProto, dict[str, Any]]:
     if classifier:
         model = _only(model, model.graph.output[-1].name)
     model = _standard_ops(model, cfg.opset)
+    name = type(estimator).__name__
     if classifier:
-        proba = estimator.predict_proba(x)
+        proba = user_code.call("model.path", f"{name}.predict_proba", estimator.predict_proba, x)
         error = max_error(model, x, [proba], f"model.path '{cfg.path}'")
         labels = np.asarray(getattr(final, "classes_", np.arange(proba.shape[1])))
-        if not np.array_equal(labels[np.argmax(proba, axis=1)], estimator.predict(x)):
+        predicted = user_code.call("model.path", f"{name}.predict", estimator.predict, x)
+        if not np.array_equal(labels[np.argmax(proba, axis=1)], predicted):
             raise UserError(f"model.path '{cfg.path}': the probabilities' argmax is not what "
                             "predict returns")
     else:
-        pred = np.asarray(estimator.predict(x), dtype=np.float64).reshape(
+        pred = np.asarray(user_code.call("model.path", f"{name}.predict", estimator.predict,
+                                         x), dtype=np.float64).reshape(
             [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] or [-1])
         error = max_error(model, x, [pred], f"model.path '{cfg.path}'")
     return model, {"exporter": "skl2onnx", "framework": f"scikit-learn {sklearn.__version__}",

@@ -12,18 +12,20 @@ is named (the first thing a user asks is which layer).
 from __future__ import annotations
 
 import contextlib
-import importlib
+import inspect
 import io
 import logging
 import re
 import tempfile
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import onnx
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline import user_code
 from pipeline.errors import UserError
 from pipeline.exporters.verify import max_error, seeded_input
 
@@ -33,10 +35,7 @@ def _factory(spec: str | None):
         raise UserError("model.module: model=torch needs model.module=package.module:factory "
                         f"(got {spec!r})")
     module_name, attr = spec.split(":", 1)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UserError(f"model.module: cannot import '{module_name}' ({exc})") from exc
+    module = user_code.import_module(module_name, "model.module")
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise UserError(f"model.module: '{module_name}' has no callable '{attr}'")
@@ -47,25 +46,43 @@ def build_module(cfg: DictConfig):
     import torch
 
     kwargs = OmegaConf.to_container(cfg.kwargs, resolve=True) if cfg.kwargs else {}
+    factory = _factory(cfg.module)
     try:
-        net = _factory(cfg.module)(**kwargs)
+        inspect.signature(factory).bind(**kwargs)
     except TypeError as exc:
         raise UserError(f"model.kwargs: {cfg.module}: {exc}") from exc
+    except ValueError:
+        pass  # a builtin without a signature: the call says
+    net = user_code.call("model.module", cfg.module, factory, **kwargs)
     if not isinstance(net, torch.nn.Module):
         raise UserError(f"model.module: {cfg.module} returned {type(net).__name__}, "
                         "not a torch.nn.Module")
     if cfg.weights:
-        path = Path(cfg.weights)
-        if not path.is_file():
-            raise UserError(f"model.weights: no such file '{path}'")
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-            net.load_state_dict(state)
-        except (RuntimeError, KeyError, ValueError, OSError) as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise UserError(f"model.weights: '{path}' does not fit {cfg.module}: {first}"
-                            ) from exc
+        _load_weights(net, Path(cfg.weights), cfg.module)
     return net.eval()
+
+
+def _load_weights(net: Any, path: Path, module: str) -> None:
+    """A state_dict saved with ``torch.save``: a file that is not one, or holds something
+    else, or does not fit the module, is one line each."""
+    import torch
+
+    if not path.is_file():
+        raise UserError(f"model.weights: no such file '{path}'")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle, zip and torch's own errors for a foreign file
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise UserError(f"model.weights: '{path}' is not a state_dict saved with torch.save "
+                        f"({type(exc).__name__}: {first})") from exc
+    if not isinstance(state, Mapping):
+        raise UserError(f"model.weights: '{path}' holds a {type(state).__name__}, not a "
+                        "state_dict (save net.state_dict(), not the module or a list)")
+    try:
+        net.load_state_dict(state)
+    except (RuntimeError, KeyError, ValueError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UserError(f"model.weights: '{path}' does not fit {module}: {first}") from exc
 
 
 def _export(net, x, opset: int, exporter: str) -> onnx.ModelProto:

@@ -11,13 +11,13 @@ that a ``_target_`` which does not import is one line naming the key, checked at
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from pipeline import user_code
 from pipeline.errors import UserError
 
 Metric = Callable[[list[np.ndarray], np.ndarray], dict[str, float]]
@@ -29,11 +29,13 @@ def resolve(target: str | None) -> Callable[..., Any]:
         raise UserError("eval.metric._target_: missing (a dotted path to a callable "
                         "(outputs, labels) -> dict)")
     module_name, _, attr = target.replace(":", ".").rpartition(".")
-    try:
-        found = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise UserError(f"eval.metric._target_: cannot import '{target}' "
-                        f"({type(exc).__name__}: {exc})") from exc
+    if not module_name:
+        raise UserError(f"eval.metric._target_: '{target}' is not a dotted path "
+                        "(package.module.name)")
+    module = user_code.import_module(module_name, "eval.metric._target_", target)
+    found = getattr(module, attr, None)
+    if found is None:
+        raise UserError(f"eval.metric._target_: '{module_name}' has no '{attr}'")
     if not callable(found):
         raise UserError(f"eval.metric._target_: '{target}' is not callable")
     return found
@@ -52,13 +54,15 @@ def build(metric_cfg: Mapping[str, Any], metadata: Mapping[str, str]) -> Metric:
         raise UserError(f"eval.metric.{unknown[0]}: not an argument of "
                         f"{metric_cfg['_target_']}")
     if inspect.isclass(target):
-        return target(**kwargs)
+        return user_code.call("eval.metric", metric_cfg["_target_"], target, **kwargs)
     return functools.partial(target, **kwargs)
 
 
 def score(metric: Metric, outputs: list[np.ndarray], labels: np.ndarray) -> dict[str, float]:
     """Run a metric and hold it to its contract: a dict of finite floats."""
-    result = metric(outputs, labels)
+    name = getattr(metric, "__qualname__", None) or getattr(
+        getattr(metric, "func", None), "__qualname__", type(metric).__name__)
+    result = user_code.call("eval.metric", name, metric, outputs, labels)
     if not isinstance(result, Mapping) or not result:
         raise UserError("eval.metric: the metric returned "
                         f"{type(result).__name__}, not a non-empty dict of floats")

@@ -10,6 +10,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_method
 from omegaconf import DictConfig
 
+from pipeline import user_code
 from pipeline.errors import UserError
 from pipeline.optimizer import library_passes, npu_passes
 
@@ -40,7 +41,8 @@ def resolve(entry: Any, index: int) -> tuple[str, Pass]:
             fn = get_method(entry["_target_"])
         except (InstantiationException, ImportError, ValueError) as exc:
             raise UserError(f"optimize.passes[{index}]._target_: cannot import "
-                            f"'{entry['_target_']}'") from exc
+                            f"'{entry['_target_']}': "
+                            f"{user_code.explain(user_code.root_cause(exc))}") from exc
         return str(entry.get("name", entry["_target_"])), fn
     if isinstance(entry, dict | DictConfig) and "name" in entry:
         return resolve(entry["name"], index)

@@ -15,7 +15,6 @@ debugging recipe).
 from __future__ import annotations
 
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +23,8 @@ from onnxruntime.quantization import qdq_loss_debug as qdq
 
 from pipeline import onnx_io
 from pipeline.errors import UserError
+from pipeline.interrupt import worker_pool
 from pipeline.quantization.layers import Layer
-from pipeline.quantization.schemes import ListReader
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -66,25 +65,47 @@ def _without_weight_saves(path: Path) -> None:
     onnx.save(model, path)
 
 
+# onnxruntime 1.32's QDQ propagation, moving a graph output's Q/DQ pair past the Reshape
+# that saves it, writes a QuantizeLinear whose output_dtype (opset >= 21) disagrees with its
+# zero point, and the session fails; below opset 21 it is kept, as the results have always
+# been computed with it
+_PROPAGATION_FIXED_BELOW = 21
+
+
+def _collect(augmented: Path, feeds: list[dict], tag: str) -> dict[str, list[np.ndarray]]:
+    """Every saved tensor of every feed (onnxruntime's ``qdq_loss_debug.collect_activations``
+    with npuflow's sessions: the feeds run on every core, and the transformer above is
+    left out where it breaks)."""
+    model = onnx.load(augmented)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    disabled = ("QDQPropagationTransformer",) if opset >= _PROPAGATION_FIXED_BELOW else ()
+    where = f"quantize: the {tag} model"
+    sess = onnx_io.session(augmented, where=where, disabled=disabled)
+    names = [o.name for o in sess.get_outputs()]
+    out: dict[str, list[np.ndarray]] = {}
+    for outputs in onnx_io.run_all(sess, feeds, where):
+        for name, value in zip(names, outputs, strict=True):
+            if name.endswith(qdq._TENSOR_SAVE_POSTFIX):
+                out.setdefault(name[: -len(qdq._TENSOR_SAVE_POSTFIX)], []).append(value)
+    return out
+
+
 def _activations(model_path: Path, feeds: list[dict], tmp: Path, tag: str) -> dict:
     augmented = tmp / f"{tag}_aug.onnx"
     qdq.modify_model_output_intermediate_tensors(str(model_path), str(augmented))
     if tag == "qdq":
         _without_weight_saves(augmented)
     try:
-        return qdq.collect_activations(str(augmented), ListReader(feeds),
-                                       session_options=onnx_io.session_options())
-    except Exception as exc:  # onnxruntime's pybind error types
-        reason = onnx_io.failure_reason(exc)
-        raise UserError(f"quantize: onnxruntime cannot run the {tag} model{reason}; "
-                        "quant.per_channel=false or quant.keep_float=[...] around that node "
-                        "may avoid it") from exc
+        return _collect(augmented, feeds, tag)
+    except UserError as exc:
+        raise UserError(f"{exc}; quant.per_channel=false or quant.keep_float=[...] around "
+                        "that node may avoid it") from exc
 
 
 def layer_errors(float_path: Path, qdq_path: Path, feeds: list[dict],
                  float_acts: dict | None = None) -> tuple[dict[str, dict], dict]:
     """Per float tensor: cosine, max abs error and SQNR of the quantized model's value."""
-    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
+    with tempfile.TemporaryDirectory() as tmp, worker_pool(2) as pool:
         # the two models' loops are independent: one per core
         q_job = pool.submit(_activations, qdq_path, feeds, Path(tmp), "qdq")
         if float_acts is None:
@@ -92,7 +113,7 @@ def layer_errors(float_path: Path, qdq_path: Path, feeds: list[dict],
         q_acts = q_job.result()
     matched = qdq.create_activation_matching(q_acts, float_acts)
     names = [n for n, m in matched.items() if "float" in m and "post_qdq" in m]
-    with ThreadPoolExecutor(onnx_io.parallel_workers()) as pool:  # numpy frees the GIL
+    with worker_pool(onnx_io.parallel_workers()) as pool:  # numpy frees the GIL
         errors = dict(zip(names, pool.map(lambda n: _tensor_errors(matched[n]), names),
                           strict=True))
     return errors, float_acts

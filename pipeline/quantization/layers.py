@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import onnx
+from onnxruntime.quantization.quant_utils import QUANT_INPUT_SUFFIX
 
 from pipeline.quantization.schemes import COMPUTE_OPS
 
@@ -36,7 +37,8 @@ def quantized_tensors(qdq: onnx.ModelProto) -> set[str]:
     the graph outputs its DequantizeLinear nodes produce (onnxruntime renames a quantized
     graph output's producer side and keeps the name for the dequantized value)."""
     outputs = {o.name for o in qdq.graph.output}
-    return {n.input[0] for n in qdq.graph.node if n.op_type == "QuantizeLinear"} | {
+    return {n.input[0].removesuffix(QUANT_INPUT_SUFFIX) for n in qdq.graph.node
+            if n.op_type == "QuantizeLinear"} | {
         n.output[0] for n in qdq.graph.node
         if n.op_type == "DequantizeLinear" and n.output[0] in outputs}
 

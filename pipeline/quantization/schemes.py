@@ -13,6 +13,8 @@ skips its own calibration. The same cache serves the per-layer and sensitivity r
 from __future__ import annotations
 
 import fnmatch
+import functools
+import logging
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +23,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from omegaconf import DictConfig
+from onnx import version_converter
 from onnxruntime.quantization import (
     CalibrationDataReader,
     CalibrationMethod,
@@ -36,7 +39,19 @@ from ops.quant import WEIGHTED_OPS
 from pipeline import onnx_io
 from pipeline.errors import UserError
 
-COMPUTE_OPS = WEIGHTED_OPS  # the ops a layer is anchored on (ops/quant.py)
+log = logging.getLogger(__name__)
+COMPUTE_OPS = WEIGHTED_OPS
+# A range narrower than this is widened to it before its scale is computed, for weights
+# (per channel) and activations alike: TFLite's converter does the same
+# (tensorflow/compiler/mlir/lite/quantization/quantization_utils.cc, ExpandVerySmallRange,
+# kNearZeroTolerance = 1e-6). Without it a dead channel of a trained network (weights of
+# ~1e-31, 81% of MLPerf Tiny's VWW MobileNet) gets a scale of ~1e-33 and its weights
+# become +-127 noise that no longer compresses; with it they quantize to 0, as in the
+# reference int8 file. onnxruntime's MinimumRealRange widens [rmin, rmax] to
+# [rmin, rmin + 1e-6] where TFLite widens it to [-5e-7, 5e-7]: such a channel's scale is
+# twice TFLite's and its weights are 0 in both. RKNN-Toolkit2's quantizer is closed
+# source; what it does with such channels was not measured.
+MINIMUM_REAL_RANGE = 1e-6  # the ops a layer is anchored on (ops/quant.py)
 QTYPES = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8, "int16": QuantType.QInt16,
           "uint16": QuantType.QUInt16}
 METHODS = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
@@ -62,13 +77,78 @@ QUANTIZED_OPS = (*QDQ_OPS, "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMu
                  "ConvInteger", "MatMulInteger", "DynamicQuantizeLSTM")
 
 
-def refuse_prequantized(model: onnx.ModelProto, scheme: str) -> None:
-    """Calibrating a model that is already quantized would quantize twice (and
-    onnxruntime.quantization fails on such graphs): say so and point to quant=none."""
-    found = sorted({n.op_type for n in model.graph.node if n.op_type in QUANTIZED_OPS})
-    if found and scheme != "none":
+def quantized_ops(model: onnx.ModelProto) -> list[str]:
+    """The op types that show a model was quantized before npuflow saw it."""
+    return sorted({n.op_type for n in model.graph.node if n.op_type in QUANTIZED_OPS})
+
+
+def resolve(model: onnx.ModelProto, scheme: str) -> str:
+    """The scheme a run applies: ``auto`` is ``int8`` for a float model and ``as_is`` for a
+    quantized one (said in one log line); quantizing a quantized model again, or keeping
+    the quantization of a float one, is one line. ``none`` on a quantized model compiles it
+    as shipped, as ``as_is`` does."""
+    found = quantized_ops(model)
+    if scheme == "auto":
+        if found:
+            log.info("quant=auto: the model is already quantized (%s); its own quantization "
+                     "is kept (quant=as_is)", ", ".join(found))
+        return "as_is" if found else "int8"
+    if found and scheme in ("int8", "fp16"):
         raise UserError(f"quant.scheme={scheme}: the model is already quantized "
-                        f"({', '.join(found)}); use quant=none to compile it as shipped")
+                        f"({', '.join(found)}); use quant=as_is to compile it as shipped (the "
+                        "default, quant=auto, does), or give its float original to "
+                        "quantize it anew")
+    if scheme == "as_is" and not found:
+        raise UserError("quant.scheme=as_is: the model is not quantized (no QuantizeLinear, "
+                        "QLinear or integer op); quant=int8 or the default quant=auto "
+                        "quantizes it")
+    return "as_is" if found and scheme == "none" else scheme
+
+
+@functools.cache
+def _qdq_runs_at(opset: int) -> bool:
+    """Whether this onnxruntime has QuantizeLinear / DequantizeLinear kernels at ``opset``
+    (onnx defines opsets before onnxruntime implements them: onnx 1.23 knows opset 28,
+    onnxruntime 1.32 quantizes up to 27)."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], "probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [helper.make_tensor("s", TensorProto.FLOAT, [], [1.0]),
+         helper.make_tensor("z", TensorProto.INT8, [], [0])])
+    probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # onnxruntime's NOT_IMPLEMENTED for an opset it does not know
+        return False
+    return True
+
+
+def quantizable_opset(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model at an opset onnxruntime can quantize: a model newer than that is converted
+    down to the newest opset whose QDQ kernels exist (onnx's version converter; the
+    quantize stage's own runs then check the function), or refused in one line naming the
+    opset when it cannot be converted."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if not opset or _qdq_runs_at(opset):
+        return model
+    target = next((v for v in range(opset - 1, 9, -1) if _qdq_runs_at(v)), None)
+    runtime = f"onnxruntime {ort.__version__}"
+    if target is None:
+        raise UserError(f"quantize: {runtime} cannot quantize at opset {opset} (the model's)")
+    try:
+        converted = version_converter.convert_version(model, target)
+    except Exception as exc:  # the converter's bare C++ errors
+        raise UserError(f"quantize: the model's opset {opset} is newer than {runtime} "
+                        f"quantizes (up to {target}), and onnx cannot convert it down: "
+                        f"{str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
+                        f"; export it at opset {target}") from exc
+    log.info("quantize: the model's opset %d is newer than %s quantizes; converted to "
+             "opset %d", opset, runtime, target)
+    return converted
 
 
 def float_nodes(model: onnx.ModelProto, cfg: DictConfig,
@@ -144,6 +224,7 @@ def quantize_int(model_path: Path, out_path: Path, cache: Path, cfg: DictConfig,
     # below int32 bias resolution, which our models do not reach.
     extra = {"ActivationSymmetric": bool(cfg.activation_symmetric),
              "WeightSymmetric": bool(cfg.weight_symmetric),
+             "MinimumRealRange": MINIMUM_REAL_RANGE,
              "QDQDisableWeightAdjustForInt32Bias": True}
     if cfg.tensor_overrides:
         extra["TensorQuantOverrides"] = {

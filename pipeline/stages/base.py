@@ -30,6 +30,9 @@ class Stage(abc.ABC):
     version: ClassVar[str] = "1"  # bump when outputs change for the same inputs (cache key)
     config_keys: ClassVar[tuple[str, ...]] = ()  # config groups passed to run(); plus `run`
     requires: ClassVar[tuple[str, ...]] = ()  # upstream stages whose folders run() reads
+    # the metric names run() may return (a search's objective is checked against them
+    # before the first trial); None: not declared, nothing is checked
+    produces: ClassVar[frozenset[str] | None] = None
     implemented: ClassVar[bool] = True
 
     chain_name: str = ""  # the name the chain runs this stage under (set by build_chain)

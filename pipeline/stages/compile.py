@@ -26,15 +26,25 @@ class CompileStage(Stage):
     name = "compile"
     version = "1"
     config_keys = ("compile", "hardware", "quant")
+    produces = frozenset({
+        "auto_int8_latency_ms", "auto_latency_cost_ms", "compile_estimated_cycles", "cpu_ops",
+        "fallback_kernels", "fallback_ops", "kernels", "layout_conversions", "npu_ops",
+        "peak_sram_bytes", "placement_greedy_cycles", "placement_moved_kernels",
+        "placement_optimal_cycles", "uncosted_ops", "weights_cached_bytes",
+        "weights_dram_bytes",
+    })
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         profile = profile_from_config(cfg.hardware)
         model = onnx.load(latest_model(inputs))
         quantized = any(n.op_type in QDQ_OPS for n in model.graph.node)
         graph = from_onnx(model)
-        # float layers of a quantized model are the ones kept in higher precision
-        plan = compile_graph(graph, profile, cfg.compile, cfg.quant.scheme,
-                             cfg.quant.float_precision if quantized else None)
+        scheme = self._applied_scheme(inputs, cfg, quantized)
+        # float layers of npuflow's own int8 run in the precision it keeps them in; those
+        # of a file kept as it is run as the file states (fp32)
+        float_precision = ("fp32" if scheme == "as_is" else cfg.quant.float_precision) \
+            if quantized else None
+        plan = compile_graph(graph, profile, cfg.compile, scheme, float_precision)
         write_json(out_dir / "plan.json", plan)
         onnx_io.save_model(annotate(model, plan), out_dir / "model.annotated.onnx")
         write_json(out_dir / "memory.json", {"memory": plan["memory"],
@@ -68,6 +78,17 @@ class CompileStage(Stage):
             + sum(t["cycles"] for t in plan["transfers"]),
             **curve_metrics,
         })
+
+    @staticmethod
+    def _applied_scheme(inputs: StageInputs, cfg: DictConfig, quantized: bool) -> str:
+        """The scheme the quantize stage applied (``auto`` resolves there), else the
+        configured one; without a quantize stage an ``auto`` model is as it came."""
+        quantize = inputs.get("quantize")
+        if quantize is not None and (quantize / "accuracy.json").is_file():
+            return str(json.loads((quantize / "accuracy.json").read_text())["scheme"])
+        if cfg.quant.scheme == "auto":
+            return "as_is" if quantized else "none"
+        return str(cfg.quant.scheme)
 
     @staticmethod
     def _precision_curve(inputs: StageInputs, cfg: DictConfig, profile, out_dir: Path) -> dict:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
+import onnx
 from omegaconf import DictConfig
 from onnx import shape_inference
 
 from ops.graph import from_onnx
-from pipeline import model_source, onnx_io
+from pipeline import memory_budget, model_source, onnx_io
 from pipeline.artifacts import file_digest, write_json
 from pipeline.model_summary import summarize
 from pipeline.stages.base import Stage, StageInputs, StageResult
@@ -21,10 +23,18 @@ class ExportStage(Stage):
     name = "export"
     version = "1"
     config_keys = ("model",)
+    produces = frozenset({
+        "export_max_abs_error", "model_macs", "model_name", "model_nodes",
+        "model_output_sha256", "model_params",
+    })
 
     def external_files(self, cfg: DictConfig) -> list[Path]:
         m = cfg.model
-        return [onnx_io.resolve_path(f) for f in (m.path, m.get("weights")) if f]
+        files = [onnx_io.resolve_path(f) for f in (m.path, m.get("weights"),
+                                                   m.get("float_path")) if f]
+        for onnx_file in (f for f in files if f.suffix.lower() == ".onnx"):
+            files += onnx_io.external_data_files(onnx_file)
+        return files
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         m = cfg.model
@@ -32,11 +42,16 @@ class ExportStage(Stage):
         model, exported = model_source.build_model(m, cfg.run.cache_dir)
         onnx_io.check_model(model, where)
         model = shape_inference.infer_shapes(model, data_prop=True)
+        memory_budget.check(model, 1, "export", model_source.ZOO_SIZE_KEYS
+                            if m.source == "zoo" else "model.input_shape")
         # the reference run's session is the check that onnxruntime takes the model
         _, digest = onnx_io.reference_run(model, m.seed, cfg.run.ort_threads, where)
         graph = from_onnx(model, infer=False)
         summary = summarize(model, graph)
         onnx_io.save_model(model, out_dir / "model.onnx")
+        self._float_model(m, model, out_dir)
+        if m.source == "tflite":  # the file itself: LiteRT runs it for its accuracy
+            shutil.copyfile(onnx_io.resolve_path(m.path), out_dir / model_source.TFLITE_FILE)
         summary.update(
             source=m.source,
             source_path=m.path,
@@ -65,3 +80,15 @@ class ExportStage(Stage):
             **({"export_max_abs_error": exported["max_abs_error_vs_framework"]}
                if exported else {}),
         })
+
+    @staticmethod
+    def _float_model(m: DictConfig, model: onnx.ModelProto, out_dir: Path) -> None:
+        """``model.float_path``, checked like the model and saved beside it."""
+        float_model = model_source.build_float_model(m, model)
+        if float_model is None:
+            return
+        where = f"model.float_path '{m.float_path}'"
+        onnx_io.check_model(float_model, where)
+        float_model = shape_inference.infer_shapes(float_model, data_prop=True)
+        onnx_io.reference_run(float_model, m.seed, 1, where)
+        onnx_io.save_model(float_model, out_dir / model_source.FLOAT_FILE)

@@ -55,6 +55,10 @@ class OptimizeStage(Stage):
     name = "optimize"
     version = "2"  # report.json: per-round verification
     config_keys = ("optimize",)
+    produces = frozenset({
+        "nodes_after", "nodes_before", "optimize_max_abs_error", "optimize_patterns",
+        "optimize_skipped_passes",
+    })
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         opt = cfg.optimize

@@ -8,7 +8,6 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import matplotlib
@@ -17,13 +16,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import onnx
 from omegaconf import DictConfig, OmegaConf
+from onnx import shape_inference
 
+from pipeline import memory_budget, onnx_io
 from pipeline import metrics as metric_components
-from pipeline import onnx_io
 from pipeline.artifacts import save_figure, write_csv, write_json
 from pipeline.datasets import loaders
 from pipeline.errors import UserError
-from pipeline.quantization import accuracy, auto, schemes, sensitivity
+from pipeline.interrupt import worker_pool
+from pipeline.quantization import accuracy, as_is, auto, schemes, sensitivity
 from pipeline.quantization import layers as qlayers
 from pipeline.quantization.evaluation import Evaluator
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
@@ -70,6 +71,11 @@ class QuantizeStage(Stage):
     name = "quantize"
     version = "2"
     config_keys = ("quant", "data", "eval")
+    produces = frozenset({
+        "accuracy", "accuracy_float", "accuracy_top1", "accuracy_top1_float", "accuracy_top5",
+        "accuracy_top5_float", "min_layer_cosine", "model_size_bytes", "output_cosine",
+        "quant_float_layers", "top1_agreement",
+    })
 
     def external_files(self, cfg: DictConfig) -> list[Path]:
         return loaders.source_files(cfg.data)
@@ -77,14 +83,43 @@ class QuantizeStage(Stage):
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         q = cfg.quant
         model = schemes.named(onnx.load(latest_model(inputs)))
-        schemes.refuse_prequantized(model, q.scheme)
+        scheme = schemes.resolve(model, q.scheme)
+        if scheme == "int8":
+            model = schemes.quantizable_opset(model)
+        self._check_memory(model, cfg, scheme)
         data = loaders.load(cfg.data, _inputs(model))
         metric = _metric(cfg, model, data.labels)
         eval_feeds, cal_feeds = data.feeds("evaluation"), data.feeds("calibration")
+        if scheme == "as_is":
+            metrics, extra, labelled = self._as_is(model, inputs, cfg, data, metric, out_dir)
+        else:
+            metrics, extra, labelled = self._quantize(model, scheme, cfg, data, metric,
+                                                      out_dir)
+        if labelled:
+            metrics["accuracy"] = metrics[cfg.eval.objective]
+            if f"{cfg.eval.objective}_float" in metrics:
+                metrics["accuracy_float"] = metrics[f"{cfg.eval.objective}_float"]
+        metrics["model_size_bytes"] = (out_dir / "model.onnx").stat().st_size
+        metrics.update(extra.pop("metrics", {}))
+        write_json(out_dir / "accuracy.json", {
+            "scheme": scheme, **metrics, **extra,
+            "eval_metric": cfg.eval.name if labelled else None,
+            "eval_objective": cfg.eval.objective if labelled else None,
+            "eval_samples": len(eval_feeds),
+            "calibration_samples": 0 if scheme == "as_is" else len(cal_feeds)})
+        log.info("quantize %s: %s", scheme, {k: round(v, 4) for k, v in metrics.items()
+                                            if isinstance(v, float)})
+        return StageResult(metrics)
+
+    def _quantize(self, model: onnx.ModelProto, scheme: str, cfg: DictConfig, data, metric,
+                  out_dir: Path) -> tuple[dict, dict, bool]:
+        """npuflow's own quantization (int8), or a float scheme (fp16, none), judged
+        against the float model in onnxruntime."""
+        eval_feeds = data.feeds("evaluation")
         extra: dict = {}
         # the float model's evaluation runs in onnxruntime (GIL released) while calibration
         # and quantization, mostly Python, go on: both cores busy
-        with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(1) as background:
+        with tempfile.TemporaryDirectory() as tmp, worker_pool(1) as background:
             reference_job = background.submit(accuracy.run_outputs, model, eval_feeds)
 
             @functools.cache
@@ -94,29 +129,28 @@ class QuantizeStage(Stage):
 
             float_path = Path(tmp) / "float.onnx"
             onnx.save(model, float_path)
-            if q.scheme == "none":
+            if scheme == "none":
                 shutil.copyfile(float_path, out_dir / "model.onnx")
-            elif q.scheme == "fp16":
+            elif scheme == "fp16":
                 onnx_io.save_model(schemes.to_fp16(model), out_dir / "model.onnx")
-            elif q.scheme == "int8":
-                extra = self._int(model, float_path, data, q, out_dir, Path(tmp), judge)
             else:
-                raise UserError(f"quant.scheme: must be none, fp16 or int8, got '{q.scheme}'")
+                extra = self._int(model, float_path, data, cfg.quant, out_dir, Path(tmp),
+                                  judge)
             quantized = onnx.load(out_dir / "model.onnx")
             metrics = judge().scores(accuracy.run_outputs(quantized, eval_feeds))
-        if judge().labelled:
-            metrics["accuracy"] = metrics[cfg.eval.objective]
-            metrics["accuracy_float"] = metrics[f"{cfg.eval.objective}_float"]
-        metrics["model_size_bytes"] = (out_dir / "model.onnx").stat().st_size
-        metrics.update(extra.pop("metrics", {}))
-        write_json(out_dir / "accuracy.json", {
-            "scheme": q.scheme, **metrics, **extra,
-            "eval_metric": cfg.eval.name if judge().labelled else None,
-            "eval_objective": cfg.eval.objective if judge().labelled else None,
-            "eval_samples": len(eval_feeds), "calibration_samples": len(cal_feeds)})
-        log.info("quantize %s: %s", q.scheme, {k: round(v, 4) for k, v in metrics.items()
-                                              if isinstance(v, float)})
-        return StageResult(metrics)
+        return metrics, extra, judge().labelled
+
+    def _as_is(self, model: onnx.ModelProto, inputs: StageInputs, cfg: DictConfig, data,
+               metric, out_dir: Path) -> tuple[dict, dict, bool]:
+        analysis = cfg.quant.analysis
+        kept = as_is.keep(model, inputs, out_dir, data.feeds("evaluation"), data.labels,
+                          metric, cfg.eval.objective,
+                          analysis.samples if analysis.layers else None)
+        extra = dict(kept.extra, metrics={})
+        if kept.layer_rows:
+            self._layer_report(kept.layer_rows, analysis, out_dir, extra)
+        labelled = metric is not None and cfg.eval.objective in kept.metrics
+        return dict(kept.metrics), extra, labelled
 
     def _int(self, model, float_path: Path, data, q: DictConfig, out_dir: Path, tmp: Path,
              judge: Callable[[], Evaluator]) -> dict:
@@ -153,17 +187,38 @@ class QuantizeStage(Stage):
                                                      if set(u.nodes) & set(exclude))
         if analysis.layers:
             errors, _ = accuracy.layer_errors(float_path, out_dir / "model.onnx", layer_feeds)
-            rows = accuracy.by_layer(units, errors, isolated)
-            self._layers_csv(rows, out_dir / "layers.csv")
-            self._plot_layers(rows, out_dir / "layer_error.png")
-            jump = accuracy.first_jump(rows, "cosine", analysis.jump_cosine)
-            if jump:
-                log.warning("first layer whose output cosine drops below %s: '%s'",
-                            analysis.jump_cosine, jump)
-            extra["metrics"]["min_layer_cosine"] = min(
-                (r["cosine"] for r in rows if r["cosine"] is not None), default=1.0)
-            extra["first_jump_layer"] = jump
+            self._layer_report(accuracy.by_layer(units, errors, isolated), analysis, out_dir,
+                               extra)
         return extra
+
+    def _layer_report(self, rows: list[dict], analysis: DictConfig, out_dir: Path,
+                      extra: dict) -> None:
+        """layers.csv, layer_error.png, the first layer below the cosine threshold and
+        min_layer_cosine, for npuflow's own quantization and a kept one alike."""
+        self._layers_csv(rows, out_dir / "layers.csv")
+        self._plot_layers(rows, out_dir / "layer_error.png")
+        jump = accuracy.first_jump(rows, "cosine", analysis.jump_cosine)
+        if jump:
+            log.warning("first layer whose output cosine drops below %s: '%s'",
+                        analysis.jump_cosine, jump)
+        extra["metrics"]["min_layer_cosine"] = min(
+            (r["cosine"] for r in rows if r["cosine"] is not None), default=1.0)
+        extra["first_jump_layer"] = jump
+
+    @staticmethod
+    def _check_memory(model: onnx.ModelProto, cfg: DictConfig, scheme: str) -> None:
+        """What the calibration and the per-layer analysis hold at once
+        (``pipeline/memory_budget.py`` says why these counts)."""
+        q = cfg.quant
+        copies, knobs = 1, ["the model's input size"]
+        if scheme in ("int8", "as_is") and q.analysis.layers:
+            copies = 2 * min(q.analysis.samples, cfg.data.eval_size) + 1
+            knobs.append("quant.analysis.samples (or quant.analysis.layers=false)")
+        if scheme == "int8" and q.calibration.method != "minmax":
+            copies = max(copies, cfg.data.calibration_size)
+            knobs.append("data.calibration_size")
+        memory_budget.check(shape_inference.infer_shapes(model), copies, "quantize",
+                            ", ".join(knobs))
 
     @staticmethod
     def _auto(float_path: Path, cache: Path, q, tmp: Path, units, isolated, exclude, feeds,

@@ -28,6 +28,14 @@ class SimulateStage(Stage):
     name = "simulate"
     version = "1"
     config_keys = ("simulate", "hardware")
+    produces = frozenset({
+        "avg_power_w", "batch", "cold_start_ms", "critical_path_kernels", "cycles_total",
+        "dram_bytes", "energy_mj", "energy_mj_per_image", "fallback_ms", "frames",
+        "graph_io_ms", "latency_ms", "mac_utilization", "npu_busy_ms", "peak_sram_bytes",
+        "peak_temperature_c", "shutdown_s", "sram_hit_rate", "sustained_fps",
+        "sustained_latency_ms", "sustained_power_w", "throttle_onset_s", "throughput_fps",
+        "throughput_ips",
+    })
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         plan_path = inputs.get("compile", Path("-")) / "plan.json"
