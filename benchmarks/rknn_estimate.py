@@ -36,8 +36,9 @@ from ops.work import ARRAY
 
 VENV = HERE / ".venv-rknn"
 PACKAGES = ["rknn-toolkit2==2.5.0"]
-ROW = re.compile(r"\] (\d+)\s+(\S+)\s+(\S+)\s+(NPU|CPU)\s+(.*?)\s+(\d+)/(\d+)/(\d+)\s+(\d+)"
-                 r"\s+(\S+)")
+# the layer table's row; targets after the RK3588 (rk3576) add a SparseRatio column
+ROW = re.compile(r"\] (\d+)\s+(\S+)\s+(\S+)\s+(NPU|CPU)\s+(.*?)\s+(\d+)/(\d+)/(\d+)"
+                 r"\s+(?:\d+%\s+)?(\d+)\s+(\S+)")
 
 BUILD = """
 import sys

@@ -8,8 +8,9 @@ squares, no intercept) on the outputs of those two kinds of layer:
 
     board - RKNN's DDR + NPU  ~=  lut_elements / lut_rate + elementwise_bytes / vector_rate
 
-over the networks made of convolutions, SiLU / HardSwish and elementwise layers (FIT; the
-others add attention or CPU layers the two rates do not describe). The rates become
+over the networks made of convolutions, SiLU / HardSwish and elementwise layers (the pairs
+``benchmarks/silicon/published.yaml`` marks ``role: fit`` for these two keys; the others add
+attention or CPU layers the two rates do not describe). The rates become
 ``epilogue.lut_elements_per_cycle`` and ``vector_unit.output_bytes_per_cycle``; every
 other rknn_model_zoo pair checks them.
 """
@@ -19,9 +20,24 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import yaml
+from _common import HERE
 
-FIT = ("yolov5n", "yolov5s", "yolov5m", "yolov5s_relu", "yolov8n", "yolov8s", "yolov8m",
-       "ppocr_det")
+PUBLISHED = HERE / "silicon" / "published.yaml"
+
+RATES = ("epilogue.lut_elements_per_cycle", "vector_unit.output_bytes_per_cycle")
+
+
+def fit_set() -> set[tuple[str, str]]:
+    """(network, chip) of the pairs ``published.yaml`` says these rates are fitted on
+    (``role: fit`` with both keys in ``fit_for``): the regression's rows come from there."""
+    data = yaml.safe_load(PUBLISHED.read_text())
+    out = set()
+    for pair in data["pairs"]:
+        if pair.get("role") == "fit" and set(RATES) <= set(pair.get("fit_for", [])):
+            chip = next(o.split("=")[1] for o in pair["overrides"] if o.startswith("hardware="))
+            out.add((pair["network"].split()[0], chip))
+    return out
 LUT_SUFFIXES = ("ExSwish", "Swish", "Sigmoid", "HardSwish", "HardSigmoid")
 ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Sigmoid", "HardSwish", "HardSigmoid", "Clip",
                "Relu", "LeakyRelu", "PRelu", "Tanh", "Max", "Min", "exSwish", "Swish"}
@@ -53,8 +69,8 @@ def fit_rates(results: list[dict]) -> dict[str, dict]:
     board rest against the fit's prediction."""
     fits = {}
     for target in sorted({r["target"] for r in results}):
-        rows = [r for r in results
-                if r["target"] == target and r["network"].split()[0] in FIT]
+        fit = fit_set()
+        rows = [r for r in results if (r["network"].split()[0], target) in fit]
         if len(rows) < 2:
             continue
         a = np.array([[r["lut_elements"] / 1e6, r["elementwise_bytes"] / 1e6] for r in rows])
@@ -67,10 +83,11 @@ def fit_rates(results: list[dict]) -> dict[str, dict]:
 
 
 def markdown(results: list[dict]) -> str:
+    fitted = sorted({n for n, _ in fit_set()})
     lines = ["Elementwise rates read off the boards (`benchmarks/rknn_rates.py`): board - "
              "RKNN's DDR + NPU (ms) regressed on the outputs of RKNN's LUT-activated "
              "convolutions (M elements) and of its standalone elementwise layers (MB), over "
-             f"{', '.join(FIT)}:", ""]
+             f"the pairs published.yaml marks as fit for them ({', '.join(fitted)}):", ""]
     for target, fit in fit_rates(results).items():
         lines += [f"- **{target}**: LUT activation {fit['lut_rate']:.2f} elements per cycle "
                   "(`epilogue.lut_elements_per_cycle`), standalone elementwise pass "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -31,6 +32,7 @@ ONNX_LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 FAST = ("data.calibration_size=4", "data.eval_size=4", "quant.analysis.layers=false",
         "run.cache=false")
 BAND = (1 / 1.5, 1.5)
+TIGHT = (1 / 1.25, 1.25)
 
 
 def load_pairs(only: list[str]) -> tuple[dict, list[dict]]:
@@ -52,8 +54,13 @@ def model_path(pair: dict) -> Path | None:
 
 
 def overrides(pair: dict) -> list[str]:
-    path = model_path(pair)
-    extra = ["model=onnx", f"model.path={path}"] if path else []
+    """A pair's run: a TFLite file as shipped (``tflite_file``: the very file a Vela figure
+    is for, with its own quantization), an ONNX file, or a zoo model."""
+    if pair.get("tflite_file"):
+        extra = ["model=tflite", f"model.path={MODELS / pair['tflite_file']}"]
+    else:
+        path = model_path(pair)
+        extra = ["model=onnx", f"model.path={path}"] if path else []
     return [*extra, *pair["overrides"], *FAST]
 
 
@@ -83,33 +90,123 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:,.0f} cycles" if unit == "cycles" else f"{value:.3f} ms"
 
 
-def markdown(rows: list[dict], sources: dict) -> str:
-    inside = sum(r["within"] for r in rows)
-    worst = max(rows, key=lambda r: abs(math.log(r["ratio"])))
-    geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
-    lines = [
-        f"{inside} of {len(rows)} pairs within 1.5x (ratio 0.67-1.5); geometric mean ratio "
-        f"{geo:.2f}; furthest: {worst['network']} on {worst['profile']} "
-        f"({worst['ratio']:.2f}). Ratio = npuflow / published.", "",
-        "| network | profile | published | source | npuflow | ratio | in band "
-        "| where npuflow's time goes |", "|---|---|---|---|---|---|---|---|"]
+def chip(row: dict) -> str:
+    """The profile a pair runs on (its ``hardware=`` override)."""
+    return next(o.split("=", 1)[1] for o in row["overrides"] if o.startswith("hardware="))
+
+
+def headline(rows: list[dict]) -> str:
+    """Check pairs only (``role: check``: never used to set or choose a profile value)."""
+    checks = [r for r in rows if r["role"] == "check"]
+    if not checks:
+        return "No check pairs."
+    within = sum(r["within"] for r in checks)
+    tight = sum(TIGHT[0] <= r["ratio"] <= TIGHT[1] for r in checks)
+    geo = math.exp(sum(math.log(r["ratio"]) for r in checks) / len(checks))
+    boards = [r for r in checks if r["kind"] == "board"]
+    return (f"Check pairs: {within} of {len(checks)} within 1.5x, {tight} within 1.25x, "
+            f"geometric mean ratio {geo:.2f}; of them {len(boards)} measured on boards and "
+            f"{len(checks) - len(boards)} vendor estimates (Vela). Fit pairs (used to set, "
+            "choose or regress a profile value) are listed apart and are not evidence.")
+
+
+def per_chip(rows: list[dict]) -> list[str]:
+    lines = ["| chip | kind | check pairs | within 1.5x | within 1.25x | ratio range "
+             "| geometric mean | fit pairs |", "|---|---|---|---|---|---|---|---|"]
+    for key in sorted({(chip(r), r["kind"]) for r in rows}):
+        group = [r for r in rows if (chip(r), r["kind"]) == key]
+        checks = [r for r in group if r["role"] == "check"]
+        fits = len(group) - len(checks)
+        if not checks:
+            lines.append(f"| {key[0]} | {key[1]} | 0 | - | - | - | - | {fits} |")
+            continue
+        ratios = [r["ratio"] for r in checks]
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines.append(f"| {key[0]} | {key[1]} | {len(checks)} "
+                     f"| {sum(r['within'] for r in checks)} "
+                     f"| {sum(TIGHT[0] <= x <= TIGHT[1] for x in ratios)} "
+                     f"| {min(ratios):.2f}-{max(ratios):.2f} | {geo:.2f} | {fits} |")
+    return lines
+
+
+def _table(rows: list[dict], extra: str | None = None) -> list[str]:
+    head = ("| network | profile | published | source | npuflow | ratio | in band "
+            "| where npuflow's time goes |" + (f" {extra} |" if extra else ""))
+    lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
+        cell = f" {r.get('fit_because', '')} |" if extra else ""
         lines.append(
             f"| {r['network']} | {r['profile']} | {_fmt(r['reference'], r['unit'])} "
             f"| {r['source']} | {_fmt(r['npuflow'], r['unit'])} | {r['ratio']:.2f} "
-            f"| {'yes' if r['within'] else '**no**'} | {r['time']} |")
-    lines += ["", "Sources:", ""]
+            f"| {'yes' if r['within'] else '**no**'} | {r['time']} |{cell}")
+    return lines
+
+
+def markdown(rows: list[dict], sources: dict) -> str:
+    lines = [headline(rows), "", *per_chip(rows), "", "### Check pairs", "",
+             *_table([r for r in rows if r["role"] == "check"]), "",
+             "### Fit pairs (not evidence)", "",
+             *_table([r for r in rows if r["role"] == "fit"], "used for"), "",
+             "Ratio = npuflow / published. Sources:", ""]
     lines += [f"- **{key}**: {text}" for key, text in sources.items()]
     lines += ["", "What each published figure is: "]
     lines += [f"- {r['network']} / {r['profile']}: {r['published']}" for r in rows]
     return "\n".join(lines)
 
 
+CONF = HERE.parent / "conf" / "hardware"
+CONFIDENCE_HEAD = ("# How far npuflow has been from measurements of this chip: npuflow / measured "
+                   "over its check pairs\n# (benchmarks/silicon/published.yaml), written by "
+                   "benchmarks/silicon_agreement.py --write-confidence.\n")
+
+
+def confidence_block(chip_rows: list[dict], commit: str) -> str:
+    """A profile's ``confidence`` section from its check pairs (boards where it has any,
+    else vendor estimates); an explicit empty one where it has none, so that a derived
+    profile does not inherit its parent's."""
+    checks = [r for r in chip_rows if r["role"] == "check"]
+    boards = [r for r in checks if r["kind"] == "board"]
+    used = boards or checks
+    if not used:
+        return (CONFIDENCE_HEAD + "confidence: {pairs: 0, based_on: \"no check pair of this "
+                "chip yet\"}\n")
+    ratios = [r["ratio"] for r in used]
+    kind = used[0]["kind"]
+    sources = sorted({r["source"] for r in used})
+    return (CONFIDENCE_HEAD + "confidence:\n"
+            f"  ratio_low: {min(ratios):.3f}\n  ratio_high: {max(ratios):.3f}\n"
+            f"  pairs: {len(used)}\n  kind: {kind}\n"
+            f"  based_on: \"{len(used)} check pairs ({', '.join(sources)}): "
+            f"{', '.join(sorted({r['network'].split()[0] for r in used}))}; "
+            f"silicon_agreement at {commit}\"\n")
+
+
+def write_confidence(rows: list[dict], commit: str) -> list[str]:
+    """Rewrite the ``confidence`` section (the file's last) of every shipped profile."""
+    written = []
+    for path in sorted(CONF.glob("*.yaml")):
+        chip_rows = [r for r in rows if chip(r) == path.stem]
+        text = path.read_text()
+        start = text.find(CONFIDENCE_HEAD)
+        if start < 0:
+            start = text.find("\nconfidence:")
+            start = len(text) if start < 0 else start + 1
+        body = text[:start].rstrip("\n") + "\n\n"
+        path.write_text(body + confidence_block(chip_rows, commit))
+        written.append(path.stem)
+    return written
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="pairs whose network or "
                         "profile contains one of these strings")
+    parser.add_argument("--write-confidence", action="store_true",
+                        help="write each profile's confidence section from its check pairs "
+                        "(all pairs must run: not with --only)")
     args = parser.parse_args()
+    if args.write_confidence and args.only:
+        parser.error("--write-confidence needs every pair: drop --only")
     sources, pairs = load_pairs(args.only)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, Progress() as progress:
@@ -120,8 +217,14 @@ def main() -> None:
             progress.advance(task)
     text = markdown(rows, sources)
     write_result("silicon_agreement", text, rows)
+    if args.write_confidence:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
+                                capture_output=True, text=True).stdout.strip()
+        print("confidence written:", ", ".join(write_confidence(rows, commit)))
     print(text)
-    print(json.dumps({"within": sum(r["within"] for r in rows), "pairs": len(rows)}))
+    checks = [r for r in rows if r["role"] == "check"]
+    print(json.dumps({"check_within": sum(r["within"] for r in checks),
+                      "check_pairs": len(checks), "fit_pairs": len(rows) - len(checks)}))
 
 
 if __name__ == "__main__":

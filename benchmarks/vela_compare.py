@@ -56,13 +56,14 @@ NETWORKS = [  # (name, int8 TFLite for Vela, float TFLite or None, ONNX for npuf
     ("U-Net 64x64 (resize, concat)", "keras_seeded/unet_64_int8.tflite", None,
      "keras_seeded/unet_64_fp32.onnx"),
 ]
-TARGETS = [  # (npuflow profile, Vela accelerator config, vela.ini system config)
-    ("ethos_u55_256", "ethos-u55-256", "Ethos_U55_High_End_Embedded"),
-    ("ethos_u55_128", "ethos-u55-128", "Ethos_U55_High_End_Embedded"),
-    ("ethos_u55_64", "ethos-u55-64", "Ethos_U55_High_End_Embedded"),
-    ("ethos_u65_256", "ethos-u65-256", "Ethos_U65_Mid_End"),
+TARGETS = [  # (npuflow profile, Vela accelerator config, vela.ini system config, memory mode)
+    ("ethos_u55_256", "ethos-u55-256", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    ("ethos_u55_128", "ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    ("ethos_u55_64", "ethos-u55-64", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+    ("ethos_u65_256", "ethos-u65-256", "Ethos_U65_Mid_End", "Shared_Sram"),
+    ("ethos_u85_256", "ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB"),
+    ("ethos_u85_1024", "ethos-u85-1024", "Ethos_U85_SYS_DRAM_Mid", "Dedicated_Sram_384KB"),
 ]
-MEMORY_MODE = "Shared_Sram"
 VELA_KIND = {"Conv2D": "conv", "DepthwiseConv2D": "conv", "FullyConnected": "fc",
              "Add": "add", "AvgPool": "pool", "MaxPool": "pool", "Softmax": "softmax",
              "Mean": "pool"}
@@ -159,12 +160,12 @@ def flatten_gemm_inputs(path: Path) -> None:
     onnx.save(model, path)
 
 
-def run_vela(vela: Vela, tflite: str, target: tuple[str, str, str], out: Path
+def run_vela(vela: Vela, tflite: str, target: tuple[str, str, str, str], out: Path
              ) -> tuple[dict, list[dict]]:
-    _, accelerator, system = target
+    _, accelerator, system, memory_mode = target
     subprocess.run([str(vela.python.parent / "vela"), str(MODELS / tflite), "--config", vela.ini,
                     "--accelerator-config", accelerator, "--system-config", system,
-                    "--memory-mode", MEMORY_MODE, "--verbose-performance",
+                    "--memory-mode", memory_mode, "--verbose-performance",
                     "--output-dir", str(out)], check=True, capture_output=True)
     stem = Path(tflite).stem
     summary = read_csv(out / f"{stem}_summary_{system}.csv")[0]
@@ -216,7 +217,7 @@ def align(vela: list[dict], ours: list[dict]) -> list[tuple[dict | None, dict | 
     return pairs + [(None, o) for j, o in enumerate(ours) if j not in used]
 
 
-def compare(name: str, int8: str, onnx_file: str, target: tuple[str, str, str],
+def compare(name: str, int8: str, onnx_file: str, target: tuple[str, str, str, str],
             vela: Vela, tmp: Path) -> dict:
     profile = target[0]
     summary, rows = run_vela(vela, int8, target, tmp / f"vela_{profile}_{Path(int8).stem}")

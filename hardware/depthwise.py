@@ -7,7 +7,10 @@ engine has a depthwise mode that works on a block of ``channels`` channels x ``p
 output pixels at once and consumes ``taps`` kernel taps per step of ``step_cycles``
 cycles. Vela's performance model of Ethos-U (``npu_performance._estimate_conv_cycles``,
 ethos-u-vela 5.2.0) is this formula with the 2x2x8 output micro-block of the U55-256 and
-``cycles = 4 x ceil(taps / 4)`` per micro-block; 16-bit activations take twice as long,
+``cycles = 4 x ceil(taps / 4)`` per micro-block, and at least ``cycles_wb`` (32 for a
+micro-block 8 channels deep) per kernel step of an output block, the time to write it
+back: a map of fewer than 8 micro-blocks (a spatial mean's single pixel, a 4x4 map) pays
+that floor, not 4 cycles per micro-block. 16-bit activations take twice as long,
 which the precision's throughput (MACs per PE per cycle, 0.5 for int16) expresses, unless
 the mode lists the precision in ``full_rate`` (RKNN's fp16 depthwise runs at the int8 rate).
 """
@@ -26,9 +29,9 @@ def engine_cycles(gemm: GemmShape, mode: DepthwiseMode, throughput: float) -> in
     if throughput <= 0:
         raise ValueError("this precision does not run on the MAC array (throughput 0)")
     channels = gemm.groups * gemm.n
-    steps = (math.ceil(channels / mode.channels) * pixel_blocks(gemm, mode)
-             * math.ceil(gemm.k / mode.taps))
-    return math.ceil(steps * mode.step_cycles / throughput)
+    per_step = max(pixel_blocks(gemm, mode) * mode.step_cycles, mode.writeback_cycles)
+    steps = math.ceil(channels / mode.channels) * math.ceil(gemm.k / mode.taps)
+    return math.ceil(steps * per_step / throughput)
 
 
 def engine_rate(mode: DepthwiseMode, throughput: PerPrecision, precision: str) -> float:

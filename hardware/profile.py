@@ -73,6 +73,14 @@ class DepthwiseMode:
     taps: int = bounded(1, AT_LEAST_1)
     step_cycles: int = bounded(1, AT_LEAST_1)
     full_rate: list[Precision] = field(default_factory=list)
+    # the fewest cycles a kernel step of one channel block takes, however few pixels it
+    # has: writing the output block back (Vela's cycles_wb = 32 x micro-block depth / 8);
+    # a depthwise layer with a tiny output map pays it per step
+    writeback_cycles: int = bounded(0, NON_NEGATIVE)
+    # a spatial mean (ReduceMean over H, W; GlobalAveragePool) runs on this engine as a
+    # depthwise convolution whose kernel is the whole map (Vela's
+    # convert_mean_to_depthwise_conv), instead of as a vector pass
+    spatial_means: bool = False
 
 
 @dataclass
@@ -89,6 +97,10 @@ class MacArray:
     # atomic-C): each tap's channels are padded to a multiple of it, so a 3-channel 3x3
     # layer costs 9 atoms per pixel; 0: im2col packs all taps together (SCALE-Sim's GEMM)
     tap_channels: int = bounded(0, NON_NEGATIVE, plausible=(0, 4096))
+    # the largest dilation the array applies itself; a convolution dilated further runs as
+    # its kernel dilated with zeros (hardware/dilation.py, Vela's fixup_dilation_gt2);
+    # 0: any dilation in hardware
+    hardware_dilation: int = bounded(0, NON_NEGATIVE, plausible=(0, 64))
 
 
 @dataclass
@@ -147,6 +159,11 @@ class VectorUnit:
 class Sram:
     size_kb: float = bounded(MISSING, POSITIVE, plausible=(1, 1 << 20))
     bandwidth_bytes_per_cycle: float = bounded(MISSING, POSITIVE, plausible=(1, 65536))
+    # true: the SRAM holds the network's whole tensor arena, however large (Vela's
+    # Shared_Sram mode: the arena is sized to what the compiled network needs and lives in
+    # SRAM; nothing spills, the flash the weights come from being read-only); false: feature
+    # maps get compile.memory.sram_fraction of size_kb and the rest spill to DRAM
+    holds_arena: bool = False
 
 
 @dataclass
@@ -202,6 +219,26 @@ class FreeParameter:
     spread: float | None = None
 
 
+ConfidenceKind = choices("ConfidenceKind", "none", "board", "vendor_estimate",
+                         "leave_one_out")
+
+
+@dataclass
+class Confidence:
+    """How far this profile's latencies have been from measurements of its chip: the
+    lowest and highest npuflow / measured ratio over its check pairs (pairs never used to
+    set a value; ``benchmarks/silicon_agreement.py --write-confidence``) or, for a
+    calibrated profile, over its leave-one-out predictions (``npuflow-calibrate``). A run
+    reports ``latency_ms_low`` = latency / ``ratio_high`` and ``latency_ms_high`` =
+    latency / ``ratio_low``: where the measured latency fell for those networks."""
+
+    ratio_low: float | None = bounded(None, POSITIVE)
+    ratio_high: float | None = bounded(None, POSITIVE)
+    pairs: int = bounded(0, NON_NEGATIVE)
+    kind: ConfidenceKind = ConfidenceKind.none
+    based_on: str = ""
+
+
 @dataclass
 class HardwareProfile:
     name: str = MISSING
@@ -220,6 +257,9 @@ class HardwareProfile:
     weights: Weights = field(default_factory=Weights)
     layout: Layout = Layout.NHWC
     channel_alignment: int = bounded(1, AT_LEAST_1)
+    # a Concat costs nothing: its inputs' producers write into their slices of its output
+    # (Vela writes concatenations in place; RKNN and NVDLA copy)
+    concat_in_place: bool = False
     # op type -> limits; required: ``ops: {}`` says "nothing runs on the NPU"
     ops: dict[str, dict[str, Any]] = MISSING
     host: Host = field(default_factory=Host)
@@ -233,12 +273,34 @@ class HardwareProfile:
     default_power_mode: str | None = None
     thermal: Thermal = field(default_factory=Thermal)
     cold_start: ColdStart = field(default_factory=ColdStart)
+    confidence: Confidence = field(default_factory=Confidence)
+    # where each value comes from, by dotted key (a section covers its keys): one of
+    # PROVENANCE_KINDS, then what exactly ("vendor_compiler: RKNN-Toolkit2 2.5.0 estimate")
+    provenance: dict[str, str] = field(default_factory=dict)
 
     @property
     def peak_macs_per_cycle(self) -> dict[str, float]:
         """MACs per cycle of the whole NPU per precision (rows x cols x throughput x cores)."""
         pes = self.mac_array.rows * self.mac_array.cols * self.cores
         return {p: pes * getattr(self.mac_array.throughput, p) for p in PRECISIONS}
+
+
+# where a profile value may come from: a datasheet or product brief; the vendor's own
+# compiler or estimator (its source or output: Vela, RKNN-Toolkit2, libedgetpu); a paper;
+# fitted to measured figures (say on which pairs); an assumption
+PROVENANCE_KINDS = ("datasheet", "vendor_compiler", "paper", "fitted", "assumption")
+_MISSING_KEY = object()
+
+
+def _resolve(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if isinstance(obj, dict):
+            obj = obj.get(part, _MISSING_KEY)
+        else:
+            obj = getattr(obj, part, _MISSING_KEY)
+        if obj is _MISSING_KEY:
+            return obj
+    return obj
 
 
 def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProfile:
@@ -278,6 +340,18 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
                            f"larger than the SRAM ({profile.sram.size_kb} KB)")
     for op, limits in profile.ops.items():
         _check_op_limits(op, limits, f"{prefix}.ops.{op}")
+    for key, source in profile.provenance.items():
+        kind = source.split(":", 1)[0].strip()
+        if kind not in PROVENANCE_KINDS:
+            raise ProfileError(f"{prefix}.provenance.{key}",
+                               f"'{kind}' is not a source kind ({', '.join(PROVENANCE_KINDS)})")
+        if _resolve(profile, key) is _MISSING_KEY:
+            raise ProfileError(f"{prefix}.provenance.{key}", "not a key of the profile")
+    band = profile.confidence
+    if (band.ratio_low is None) != (band.ratio_high is None) or (
+            band.ratio_low is not None and band.ratio_low > band.ratio_high):
+        raise ProfileError(f"{prefix}.confidence", "ratio_low and ratio_high: both or neither, "
+                           "and ratio_low <= ratio_high")
     for i, free in enumerate(profile.calibrate):
         _check_free_parameter(profile, free.key, free, f"{prefix}.calibrate[{i}]")
     keys = [free.key for free in profile.calibrate]

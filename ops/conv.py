@@ -97,6 +97,27 @@ def check_dilation(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple
     return max(dh, dw) <= limits["dilation_max"], f"dilation {dh}x{dw}"
 
 
+def _dilated_kernel(node: Node, graph: Graph) -> tuple[int, int]:
+    kh, kw = int_pair(graph.tensors[node.inputs[1]].shape[2:])
+    dh, dw = int_pair(node.attrs.get("dilations"))
+    return (kh - 1) * dh + 1, (kw - 1) * dw + 1
+
+
+@constraint("dilated_kernel_height_max")
+def check_dilated_height(node: Node, graph: Graph, limits: Mapping[str, Any]
+                         ) -> tuple[bool, str]:
+    """Dilated kernel height must be at most {dilated_kernel_height_max}"""
+    h, _ = _dilated_kernel(node, graph)
+    return h <= limits["dilated_kernel_height_max"], f"dilated kernel height {h}"
+
+
+@constraint("dilated_kernel_area_max")
+def check_dilated_area(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Product of dilated kernel width and height must be at most {dilated_kernel_area_max}"""
+    h, w = _dilated_kernel(node, graph)
+    return h * w <= limits["dilated_kernel_area_max"], f"dilated kernel {h}x{w}"
+
+
 @constraint("depthwise")
 def check_depthwise(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
     """Depthwise convolution supported: {depthwise}"""
@@ -127,6 +148,7 @@ def check_weight_size(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tu
     return kb <= limits["weights_max_kb"], f"weights {kb:.1f} KB"
 
 
-CONV_CHECKS = (*COMMON, check_kernel_size, check_stride, check_dilation, check_depthwise,
-               check_grouped, check_channel_multiple, check_weight_size)
+CONV_CHECKS = (*COMMON, check_kernel_size, check_stride, check_dilation, check_dilated_height,
+               check_dilated_area, check_depthwise, check_grouped, check_channel_multiple,
+               check_weight_size)
 CONV_TRANSPOSE_CHECKS = (*COMMON, check_kernel_size, check_stride)

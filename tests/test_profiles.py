@@ -116,3 +116,29 @@ def test_a_users_profile_may_derive_from_a_shipped_one(tmp_path):
     assert (raw.name, raw.frequency_mhz) == ("mine", 800)
     assert raw.dram == OmegaConf.load(CONF / "hardware" / "rk3568.yaml").dram
     assert "defaults" not in raw  # the copy npuflow-calibrate writes stands on its own
+
+
+CORE_KEYS = ("frequency_mhz", "mac_array", "sram", "dram", "dispatch_cycles", "energy")
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "hardware").glob("*.yaml")))
+def test_every_core_value_of_a_shipped_profile_says_where_it_comes_from(name):
+    """``provenance`` (structured, checked at load): each core value, or its section, is a
+    datasheet figure, the vendor compiler's, a paper's, fitted (on which pairs) or an
+    assumption."""
+    profile = load_profile(CONF / "hardware" / f"{name}.yaml")
+    for key in CORE_KEYS:
+        covered = [k for k in profile.provenance if k == key or k.startswith(key + ".")
+                   or key.startswith(k + ".")]
+        assert covered, f"{name}: no provenance for {key}"
+
+
+def test_a_provenance_entry_must_name_a_key_and_a_kind(tmp_path):
+    text = (CONF / "hardware" / "rk3588.yaml").read_text()
+    for bad, culprit in (('  frequency_mhz: "datasheet',
+                          '  frequency_mhz: "rumour'),
+                         ('  frequency_mhz: "datasheet', '  frequencymhz: "datasheet')):
+        path = tmp_path / "p.yaml"
+        path.write_text(text.replace(bad, culprit, 1))
+        with pytest.raises(ProfileError, match="provenance"):
+            load_profile(path)

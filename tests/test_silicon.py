@@ -515,7 +515,7 @@ def _quantized_plan(stem: str, profile: str, tmp_path: Path, *extra: str) -> dic
 @pytest.mark.parametrize("pair", [p for p in PUBLISHED.pairs if p.source == "vela"],
                          ids=lambda p: p.network)
 def test_mlperf_tiny_cycles_within_1_5x_of_vela(pair, tmp_path):
-    cfg = compose_config("model=onnx", f"model.path={MLPERF.parent / pair.model_file}",
+    cfg = compose_config("model=tflite", f"model.path={MLPERF.parent / pair.tflite_file}",
                          *pair.overrides, "data.calibration_size=4", "data.eval_size=4",
                          "quant.analysis.layers=false", f"run.cache_dir={tmp_path}")
     metrics = run_pipeline(cfg, tmp_path / "run")

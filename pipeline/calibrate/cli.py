@@ -78,8 +78,22 @@ def _profile_file(conf_dirs: list[Path], name: str) -> Path:
 
 
 def calibrated_yaml(source: Path, name: str, fitted: Params, text_summary: str,
-                    rows: int, search: list[Path]) -> str:
+                    rows: int, search: list[Path],
+                    loo_ratios: list[float] | None = None) -> str:
+    """The calibrated profile: the fitted values, how they were fitted, and its confidence
+    band from the leave-one-out ratios (each row predicted by a fit that did not see it);
+    none without them."""
     profile = read_profile_yaml(source, search)  # a derived profile's copy stands alone
+    if loo_ratios:
+        profile.confidence = {
+            "ratio_low": float(f"{min(loo_ratios):.4g}"),
+            "ratio_high": float(f"{max(loo_ratios):.4g}"),
+            "pairs": len(loo_ratios), "kind": "leave_one_out",
+            "based_on": f"npuflow-calibrate: {len(loo_ratios)} measured rows, each predicted "
+                        "by a fit that did not see it"}
+    else:
+        profile.confidence = {"pairs": 0, "based_on": "calibrated; too few rows for a "
+                                                      "leave-one-out band"}
     for key, value in fitted:
         prior = OmegaConf.select(profile, key)
         OmegaConf.update(profile, key, round(value) if isinstance(prior, int) else
@@ -158,7 +172,9 @@ def _calibrate(rows: list[Measurement], layer_times: dict[int, list[LayerTime]],
                       layers.summary(result.params))
     text = summary(outcome)
     yaml_text = calibrated_yaml(source, out_name, result.params, text, len(rows),
-                               [d / "hardware" for d in reversed(conf_dirs)])
+                               [d / "hardware" for d in reversed(conf_dirs)],
+                               [p / m for p, m in zip(loo, measured, strict=True)]
+                               if loo is not None else None)
     report_dir.mkdir(parents=True, exist_ok=True)
     write_text(report_dir / "report.md", markdown(outcome, f"{out_name}: calibration report"))
     with atomic_path(report_dir / "ratios.png") as tmp:

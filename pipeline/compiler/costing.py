@@ -52,8 +52,13 @@ class CostContext:
 
 
 def depthwise_kernel(kernel: Kernel, graph: Graph, work: Work) -> bool:
-    """A depthwise convolution (one input channel per group)."""
-    if kernel.anchor.op_type != "Conv" or work.gemm is None or work.gemm.groups <= 1:
+    """A depthwise convolution (one input channel per group), or a spatial mean the
+    profile runs as one (``kernel_work.mean_on_engine``)."""
+    if work.gemm is None or work.gemm.groups <= 1:
+        return False
+    if kernel.anchor.op_type in ("ReduceMean", "GlobalAveragePool") and work.unit == ARRAY:
+        return True
+    if kernel.anchor.op_type != "Conv":
         return False
     try:
         return is_depthwise(kernel.anchor, graph)

@@ -180,7 +180,8 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
     """Memory plan, weights, tiling and the cost of every kernel for the current targets."""
     sram_total = int(profile.sram.size_kb * 1024)
     act_budget = int(sram_total * cfg.memory.sram_fraction)
-    buffers = memory_plan.plan(_buffers(decisions, graph), act_budget)
+    buffers = memory_plan.plan(_buffers(decisions, graph),
+                               None if profile.sram.holds_arena else act_budget)
     weight_dram, cached = weight_dram_bytes(
         decisions, graph, profile, cfg.memory.weights,
         sram_total - memory_plan.arena_peak(buffers, "sram"))

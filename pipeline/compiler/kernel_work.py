@@ -14,12 +14,14 @@ import math
 from dataclasses import replace
 
 from hardware.channel_padding import pad_gemm
+from hardware.dilation import expanded_taps
 from ops.activation import OPS_PER_ELEMENT
 from ops.elementwise import INTEGER_OPS_PER_ELEMENT
 from ops.graph import Graph
 from ops.quant import node_precision
+from ops.reduce import spatial_mean
 from ops.registry import work_of
-from ops.work import ARRAY, FREE, MEMORY, VECTOR, Work
+from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, Work
 from pipeline.compiler.fusion import Kernel
 
 SCHEME_PRECISION = {"int8": "int8", "fp16": "fp16", "none": "fp32"}
@@ -88,3 +90,42 @@ def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int, tap_channe
         output_elems=math.ceil(work.output_elems * padded.output_scale),
         weight_elems=math.ceil(work.weight_elems * padded.stored.macs / max(g.macs, 1)),
     )
+
+
+def dilated(work: Work, kernel: Kernel, graph: Graph, hardware_dilation: int) -> Work:
+    """A convolution dilated beyond what the array does itself, run as the zero-dilated
+    kernel (``hardware.dilation``): the GEMM's taps and the stored weights grow; ``macs``
+    stays the useful count."""
+    anchor = kernel.anchor
+    if anchor.op_type != "Conv" or work.gemm is None or not hardware_dilation:
+        return work
+    w = graph.tensors[anchor.inputs[1]].shape
+    taps = tuple(int(k) for k in w[2:])
+    dilations = tuple(int(d) for d in anchor.attrs.get("dilations") or [1] * len(taps))
+    grown = expanded_taps(taps, dilations, hardware_dilation)
+    if grown == taps:
+        return work
+    scale = math.prod(grown) / math.prod(taps)
+    return replace(work, gemm=replace(work.gemm, k=round(work.gemm.k * scale)),
+                   weight_elems=math.ceil(work.weight_elems * scale))
+
+
+def mean_on_engine(work: Work, kernel: Kernel, graph: Graph, on_engine: bool) -> Work:
+    """A spatial mean as the depthwise convolution an engine with ``spatial_means`` runs
+    (Vela's convert_mean_to_depthwise_conv): one output pixel per channel, the whole map
+    as its taps."""
+    shape = spatial_mean(kernel.anchor, graph) if on_engine else None
+    if shape is None:
+        return work
+    n, c, pixels = shape
+    gemm = GemmShape(m=n, k=pixels, n=1, groups=c, width=1)
+    return Work(ARRAY, macs=gemm.macs, input_elems=work.input_elems,
+                weight_elems=work.weight_elems, output_elems=work.output_elems, gemm=gemm)
+
+
+def concat_in_place(work: Work, kernel: Kernel, in_place: bool) -> Work:
+    """A Concat whose inputs are written into their slices of its output (the profile's
+    ``concat_in_place``, Vela's): no kernel of its own runs, nothing is copied."""
+    if not in_place or kernel.anchor.op_type != "Concat" or len(kernel.nodes) != 1:
+        return work
+    return replace(work, unit=FREE, vector_ops=0)

@@ -27,7 +27,14 @@ from ops.support import check_node
 from ops.work import Work
 from pipeline.compiler.costing import cpu_cost, depthwise_kernel
 from pipeline.compiler.fusion import Kernel, split
-from pipeline.compiler.kernel_work import aligned, kernel_precision, kernel_work
+from pipeline.compiler.kernel_work import (
+    aligned,
+    concat_in_place,
+    dilated,
+    kernel_precision,
+    kernel_work,
+    mean_on_engine,
+)
 
 NPU, CPU = "npu", "cpu"
 _INFEASIBLE = 1e18
@@ -113,9 +120,13 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
               from_split: bool, checks: list | None = None) -> Decision:
     precision = kernel_precision(kernel, graph, float_precision)
     checks = checks if checks is not None else check_kernel(kernel, graph, profile, precision)
-    work = aligned(kernel_work(kernel, graph, precision,
-                               frozenset(profile.epilogue.lut_activations)), kernel, graph,
-                   profile.channel_alignment, profile.mac_array.tap_channels)
+    # the work as this NPU runs it: a wide dilation as a zero-dilated kernel, channels
+    # padded to its multiple, a spatial mean on its depthwise engine, a concat in place
+    work = kernel_work(kernel, graph, precision, frozenset(profile.epilogue.lut_activations))
+    work = aligned(dilated(work, kernel, graph, profile.mac_array.hardware_dilation), kernel,
+                   graph, profile.channel_alignment, profile.mac_array.tap_channels)
+    work = mean_on_engine(work, kernel, graph, profile.mac_array.depthwise.spatial_means)
+    work = concat_in_place(work, kernel, profile.concat_in_place)
     d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split,
                  depthwise=depthwise_kernel(kernel, graph, work))
     d.target = NPU if d.npu_ok else CPU

@@ -16,6 +16,9 @@ Definitions (stable names, documented in the README):
   between NPU and CPU kernels (0 when every kernel runs on the NPU);
 - graph_io_ms: the graph's inputs and outputs crossing between the application and the
   NPU (link and layout conversion), paid on every inference;
+- latency_ms_low / latency_ms_high: the band the measured latency of the profile's check
+  pairs fell in around npuflow's (``latency_band``), with ``latency_band_pairs`` and
+  ``latency_band_kind`` (board, vendor_estimate, leave_one_out) saying what it rests on;
 - cold_start_ms: the first inference, which also loads the weights the plan caches on
   chip from DRAM (a cache that starts empty; streamed weights cost every inference), sets
   up the driver and uploads each kernel's commands (the profile's ``cold_start``);
@@ -81,3 +84,17 @@ def latency_metrics(plan: dict[str, Any], tasks: list[Task], makespan: int,
         "npu_busy_ms": parts["npu"],
         "cold_start_ms": makespan / khz + cold_start_extra_ms(plan, profile),
     }
+
+
+def latency_band(latency_ms: float, profile: HardwareProfile) -> dict[str, Any]:
+    """Where the measured latency fell, for the networks the profile has been checked on:
+    latency / the highest and the lowest npuflow / measured ratio of its check pairs (or of
+    a calibration's leave-one-out predictions; ``HardwareProfile.confidence``). Nothing
+    for a profile without any."""
+    band = profile.confidence
+    if band.ratio_low is None or band.ratio_high is None or not band.pairs:
+        return {}
+    return {"latency_ms_low": latency_ms / band.ratio_high,
+            "latency_ms_high": latency_ms / band.ratio_low,
+            "latency_band_pairs": band.pairs, "latency_band_kind": str(band.kind),
+            "latency_band_based_on": band.based_on}

@@ -15,7 +15,7 @@ from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import read_csv, write_json, write_text
 from pipeline.errors import UserError
 from pipeline.simulator import plots, report, sustained
-from pipeline.simulator.metrics import breakdown_ms, latency_metrics
+from pipeline.simulator.metrics import breakdown_ms, latency_band, latency_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
 from pipeline.simulator.trace import chrome_trace
 from pipeline.stages.base import Stage, StageInputs, StageResult
@@ -31,10 +31,12 @@ class SimulateStage(Stage):
     produces = frozenset({
         "avg_power_w", "batch", "cold_start_ms", "critical_path_kernels", "cycles_total",
         "dram_bytes", "energy_mj", "energy_mj_per_image", "fallback_ms", "frames",
-        "graph_io_ms", "latency_ms", "mac_utilization", "npu_busy_ms", "peak_sram_bytes",
-        "peak_temperature_c", "shutdown_s", "sram_hit_rate", "sustained_fps",
-        "sustained_latency_ms", "sustained_power_w", "throttle_onset_s", "throughput_fps",
-        "throughput_ips",
+        "graph_io_ms", "latency_band_based_on", "latency_band_kind", "latency_band_pairs",
+        "latency_ms",
+        "latency_ms_high", "latency_ms_low", "mac_utilization", "npu_busy_ms",
+        "peak_sram_bytes", "peak_temperature_c", "shutdown_s", "sram_hit_rate",
+        "sustained_fps", "sustained_latency_ms", "sustained_power_w", "throttle_onset_s",
+        "throughput_fps", "throughput_ips",
     })
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
@@ -54,6 +56,7 @@ class SimulateStage(Stage):
         single = build(plan, profile, 1, 1, FrameCosts(0, 0))
         makespan = schedule(single)
         metrics = latency_metrics(plan, single, makespan, profile)
+        metrics.update(latency_band(metrics["latency_ms"], profile))
 
         frames = build(plan, profile, sim.frames, sim.pipeline_depth, costs)
         span = schedule(frames)
