@@ -1,4 +1,6 @@
 # The two commands of the README: `make run` and `make test`.
+# `make run` installs what the default run needs (the core dependencies); `make test`
+# adds the extras the tests drive (torch, LiteRT, scikit-learn, Ray, Optuna, ...).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -6,22 +8,27 @@ PY     := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e .
 	# model=ppocr_cls / ppocr_rec: PaddleOCR's trained networks ship in this wheel; only its
 	# ONNX files are read (never imported), so its OpenCV / Shapely dependencies are skipped
 	$(PY) -m pip install -q --no-deps 'rapidocr-onnxruntime==1.4.4'
 	touch $@
 
-.PHONY: install run test lint clean
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+.PHONY: install install-test run test lint clean
 install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 
 run: $(VENV)/.installed   ## set up and run the default pipeline
 	$(PY) -m pipeline $(ARGS)
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed-test
 	$(PY) -m ruff check .
 
-test: $(VENV)/.installed lint   ## set up and pass the tests
+test: $(VENV)/.installed-test lint   ## set up and pass the tests
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 clean:

@@ -5,7 +5,9 @@ profile's array numbers come from.
 
 Each probe is a one-layer ONNX network built for the target by RKNN-Toolkit2 2.5.0
 (``benchmarks/.venv-rknn``, as ``rknn_estimate.py`` installs it); the layer table's
-``Cycles(DDR/NPU/Total)`` is read for the layer. The probes isolate one mechanism each:
+``Cycles(DDR/NPU/Total)`` is read for the layer, summed over the layers RKNN lowers it to
+(the ``lowering`` probes: a large kernel or stride becomes parts, selects and sums, which
+``ops/conv_lowering.py`` models). The probes isolate one mechanism each:
 the array's MAC rate (a deep 1x1 convolution, int8 and fp16), the output stage (a thin
 1x1 convolution on a large map), the input atom per kernel tap (a 3-channel 6x6 stem), the
 depthwise engine (3x3, int8 and fp16) and the DDR rate (a large fully connected layer).
@@ -33,6 +35,14 @@ PROBES = {
                  (3, 32, 6, 640, 640, 1, 2), "int8"),
     "dw_3x3": ("depthwise: 48 channels 3x3 at 120x120", (48, 48, 3, 120, 120, 48, 1), "int8"),
     "dw_3x3_fp16": ("fp16 depthwise", (48, 48, 3, 120, 120, 48, 1), "fp16"),
+    "patch_32": ("lowering: 3 -> 768 32x32 stride 32 at 224x224 (ViT-B/32's patches)",
+                 (3, 768, 32, 224, 224, 1, 32), "fp16"),
+    "stride_16": ("lowering: 3 -> 768 16x16 stride 16 at 224x224 (ViT-B/16's patches)",
+                  (3, 768, 16, 224, 224, 1, 16), "fp16"),
+    "patch_9": ("lowering: 3 -> 64 9x9 stride 9 at 225x225 (odd patches)",
+                (3, 64, 9, 225, 225, 1, 9), "fp16"),
+    "kernel_17": ("lowering: 16 -> 16 17x17 stride 1 at 64x64 (kernel parts)",
+                  (16, 16, 17, 64, 64, 1, 1), "fp16"),
     "fc_4096": ("DDR: 4096 -> 4096 fully connected (16 MB fp32, 16 MB int8 weights)",
                 (4096, 4096, 1, 1, 1, 1, 1), "int8"),
 }
@@ -65,12 +75,14 @@ def estimate(target: str, name: str, tmp: Path) -> dict:
         [str(VENV / "bin" / "python"), "-c", BUILD, str(path), ",".join(map(str, shape)),
          precision, str(tmp / f"{name}.txt"), target], capture_output=True, text=True)
     rows = [m.groups() for m in map(ROW.search, (proc.stdout + proc.stderr).splitlines()) if m]
-    conv = [r for r in rows if r[3] == "NPU" and r[1].startswith("Conv")]
-    if not conv:
+    npu = [r for r in rows if r[3] == "NPU"]
+    if not any(r[1].startswith("Conv") for r in npu):
         return {"target": target, "probe": name, "what": what, "error": proc.stderr[-300:]}
-    ddr, npu, total = (int(v) for v in conv[0][5:8])
+    # a lowered probe is several layers (parts, selects, sums): their cycles summed
+    ddr, npu_cycles, total = (sum(int(r[i]) for r in npu) for i in (5, 6, 7))
     return {"target": target, "probe": name, "what": what, "precision": precision,
-            "ddr_cycles": ddr, "npu_cycles": npu, "total_cycles": total}
+            "ddr_cycles": ddr, "npu_cycles": npu_cycles, "total_cycles": total,
+            "layers": [r[1] for r in npu]}
 
 
 def markdown(rows: list[dict]) -> str:

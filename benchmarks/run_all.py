@@ -55,6 +55,11 @@ BENCHMARKS = [
     ("sweep_throughput", "Sweep throughput and cache hit rate",
      "Points per minute of a tiling x precision multirun (cold, warm, in parallel) and of "
      "a 96-point compile x simulate grid, before and after the sweep work.", True),
+    ("speed", "Speed",
+     "How long one answer takes: a cold run against Vela on the same network, a 32-point "
+     "compile grid against one warm run, the design-space grid's points per minute, the "
+     "batch evaluator's, and light_vgg19's optimize against its export; before and after "
+     "the speed work, each a ratio measured in one run.", True),
     ("wild_models", "Wild models",
      "ONNX files nobody here wrote: complete, or stop with one line naming why.", False),
     ("optimize_models", "Optimize: node counts and equivalence",
@@ -90,18 +95,38 @@ def _commit() -> str:
 def section(name: str, title: str, question: str, entry: dict) -> str:
     body = (RESULTS / f"{name}.md").read_text() if entry["exit"] == 0 else (
         f"**FAILED** (exit {entry['exit']}); see `benchmarks/results/{name}.log`.")
-    return (f"## {title}\n\n{question}\n\n`{entry['command']}`: {entry['seconds']:,.0f} s, "
+    took = "run on its own" if entry["seconds"] is None else f"{entry['seconds']:,.0f} s"
+    return (f"## {title}\n\n{question}\n\n`{entry['command']}`: {took}, "
             f"{entry['date']}, commit {entry['commit']}\n\n{body}")
+
+
+def recorded(name: str) -> dict:
+    """A benchmark run directly (``python benchmarks/NAME.py``): its results/NAME.md as it
+    stands, dated by the file."""
+    path = RESULTS / f"{name}.md"
+    stamp = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+    return {"exit": 0, "seconds": None, "command": f"python benchmarks/{name}.py",
+            "commit": _commit(), "date": stamp.strftime("%Y-%m-%d %H:%M UTC")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", nargs="*", help="benchmark names (default: all)")
+    parser.add_argument("--record", nargs="*", default=[],
+                        help="benchmarks already run on their own: take their results as "
+                        "they are, run nothing else")
     args = parser.parse_args()
-    chosen = [b for b in BENCHMARKS if not args.only or b[0] in args.only]
+    known = {b[0] for b in BENCHMARKS}
+    unknown = sorted(set(args.record) - known)
+    if unknown:
+        parser.error(f"--record: unknown benchmark(s) {', '.join(unknown)}")
+    chosen = [b for b in BENCHMARKS if not args.record and (not args.only or b[0] in args.only)]
     RESULTS.mkdir(exist_ok=True)
     ledger = json.loads(LEDGER.read_text()) if LEDGER.exists() else {}
+    for name in args.record:
+        ledger[name] = recorded(name)
+    LEDGER.write_text(json.dumps(ledger, indent=2) + "\n")
     columns = (TextColumn("[bold]{task.description}"), BarColumn(),
                TextColumn("{task.fields[name]}"), TimeElapsedColumn())
     with Progress(*columns) as progress:

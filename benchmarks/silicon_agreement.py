@@ -129,12 +129,14 @@ def per_chip(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _table(rows: list[dict], extra: str | None = None) -> list[str]:
+def _table(rows: list[dict], extra: str, key: str) -> list[str]:
+    """``extra``: the last column's title, filled from each row's ``key`` (why a fit pair
+    is one; what a check pair's first comparison was seen before)."""
     head = ("| network | profile | published | source | npuflow | ratio | in band "
-            "| where npuflow's time goes |" + (f" {extra} |" if extra else ""))
+            f"| where npuflow's time goes | {extra} |")
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
-        cell = f" {r.get('fit_because', '')} |" if extra else ""
+        cell = f" {r.get(key, '')} |"
         lines.append(
             f"| {r['network']} | {r['profile']} | {_fmt(r['reference'], r['unit'])} "
             f"| {r['source']} | {_fmt(r['npuflow'], r['unit'])} | {r['ratio']:.2f} "
@@ -144,9 +146,11 @@ def _table(rows: list[dict], extra: str | None = None) -> list[str]:
 
 def markdown(rows: list[dict], sources: dict) -> str:
     lines = [headline(rows), "", *per_chip(rows), "", "### Check pairs", "",
-             *_table([r for r in rows if r["role"] == "check"]), "",
+             "A check pair whose first comparison was seen before a mechanism was written says "
+             "so in its last column; it stays a check pair.", "",
+             *_table([r for r in rows if r["role"] == "check"], "seen before", "seen"), "",
              "### Fit pairs (not evidence)", "",
-             *_table([r for r in rows if r["role"] == "fit"], "used for"), "",
+             *_table([r for r in rows if r["role"] == "fit"], "used for", "fit_because"), "",
              "Ratio = npuflow / published. Sources:", ""]
     lines += [f"- **{key}**: {text}" for key, text in sources.items()]
     lines += ["", "What each published figure is: "]

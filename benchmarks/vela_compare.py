@@ -74,19 +74,27 @@ OURS_KIND = {"Conv": "conv", "Gemm": "fc", "MatMul": "fc", "Add": "add",
 EXPLANATION = """\
 Why the numbers differ (the same network, the same accelerator, two models of it):
 
-- **Held out.** The ethos_u55_128, ethos_u55_64 and ethos_u65_256 profiles change only what Vela's
-  architecture tables say differs (MAC count and output micro-block, elementwise units,
-  AXI width, the system config's clock and memory): the U55-128's 2x1x8 micro-block halves
-  the array's output pixels and the depthwise engine's block, the U55-64's 1x1x8 quarters
-  them (and 2 elementwise units where the U55-256 has 8); the U65's 128-bit ports
-  double the SRAM rate, and its weights come from DRAM at 3.75 GB/s instead of flash at
-  0.5 GB/s. DS-CNN and MobileNetV1 x0.25 were added after the U55-256 profile was fixed,
-  the CIFAR CNN, MobileNetV2, MobileNetV3-Small (HardSwish, squeeze-excite multiplies) and
-  the U-Net (nearest resize, concatenation) after all three profiles were. None was tuned
-  on: every pair lands in the band the two tuned networks do. tf2onnx wraps the NHWC input
-  and output, and the flatten before a fully connected layer, in Transposes (and a
-  Reshape) that npuflow's profiles run on the CPU; TFLite has none, so these few kernels
-  are npuflow's alone (the "ops on CPU" column).
+- **Which pairs are checks.** `benchmarks/silicon/published.yaml` says, per pair, whether
+  it was used to set or choose a profile value (`fit`) or first compared after the profile
+  was fixed (`check`); only checks make a headline. The ethos_u55_128, ethos_u55_64 and
+  ethos_u65_256 profiles change only what Vela's architecture tables say differs (MAC
+  count and output micro-block, elementwise units, AXI width, the system config's clock
+  and memory). The two Ethos-U85 profiles were written from Vela 5.2's configuration
+  (Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB) and their Vela cycles recorded before
+  npuflow ran on them; their first comparison missed (U85-256 0.54-1.08, U85-1024
+  0.56-1.57), and what fixed it is each a rule of Vela's, written after those pairs were
+  seen (they stay check pairs, marked so in RESULTS.md): in Dedicated_Sram the tensor arena
+  is in DRAM and the SRAM only stages (`sram.arena: dram`, Vela's OPTIONS.md), and the
+  U85's MAC engine takes the output microblock that fits the layer (regor's 2x4x16 beside
+  2x2x32 on 1024 MACs: `mac_array.shapes`). What is still Vela's alone on the U85: its
+  DRAM burst model (a feature map deeper than 16 bytes per pixel is written in 16-byte
+  bursts of a 128-byte burst length, `EstimateMemoryTransfer` in
+  ethos_u85_performance.cpp) and its 500-cycle DRAM latency per block; npuflow charges
+  bytes over bandwidth, so the U85 pairs with large feature maps stay below 1.
+- **The TFLite file and the float ONNX.** The TFLite column compiles the very file Vela
+  compiles. The ONNX column is the float twin quantized by npuflow; tf2onnx's first
+  Transpose (NHWC -> NCHW) is the application's layout (`ops/io_layout.py`), not a kernel;
+  the flatten before a fully connected layer still is one (the "ops on CPU" column).
 
 - **What is modelled in common.** Both run every operator on the NPU (average pooling 8x8
   without padding included), convolutions with their fused ReLU, the residual Adds as

@@ -94,6 +94,14 @@ def _check_finite(value: Any, key: str) -> None:
             _check_finite(item, f"{key}.{k}")
 
 
+def check_section(value: Any, prefix: str) -> list[str]:
+    """``check_tree`` for a dataclass; a plain value or mapping is only checked finite."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return check_tree(value, prefix)
+    _check_finite(value, prefix)
+    return []
+
+
 def check_tree(obj: Any, prefix: str) -> list[str]:
     """Check every declared range under ``obj`` (a dataclass instance); raise the first
     violation, return the plausibility warnings (each naming its key)."""

@@ -104,6 +104,19 @@ def operand_bytes(work: Work, precision: str, a_in_dram: bool, c_to_dram: bool,
     )
 
 
+def array_shape(gemm: GemmShape, profile: HardwareProfile, precision: str
+                ) -> tuple[int, int]:
+    """The arrangement of the PEs this GEMM runs on: the profile's ``rows`` x ``cols``, or
+    among ``mac_array.shapes`` the one with the fewest cycles (the first on a tie)."""
+    arr = profile.mac_array
+    if not arr.shapes:
+        return arr.rows, arr.cols
+    rate = getattr(arr.throughput, precision)
+    options = [(arr.rows, arr.cols), *((int(r), int(c)) for r, c in arr.shapes)]
+    return min(options, key=lambda rc: compute_cycles(gemm, rc[0], rc[1], arr.dataflow,
+                                                      rate).cycles)
+
+
 def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
                   ) -> ComputeEstimate:
     """The array's cycles for a GEMM with ideal memory: SCALE-Sim's systolic time, or the
@@ -114,11 +127,11 @@ def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
     output_per_cycle cycles per group: thin, wide layers (16 -> 32 channels at 240x240, a
     ConvTranspose to one channel) are bound by it, deep ones by the array."""
     arr = profile.mac_array
-    est = compute_cycles(gemm, arr.rows, arr.cols, arr.dataflow,
-                         getattr(arr.throughput, precision))
+    rows, cols = array_shape(gemm, profile, precision)
+    est = compute_cycles(gemm, rows, cols, arr.dataflow, getattr(arr.throughput, precision))
     if arr.output_per_cycle <= 0:
         return est
-    drained = gemm.groups * math.ceil(gemm.n / arr.cols) * arr.cols * gemm.m
+    drained = gemm.groups * math.ceil(gemm.n / cols) * cols * gemm.m
     return replace(est, cycles=max(est.cycles, math.ceil(drained / arr.output_per_cycle)))
 
 
@@ -139,7 +152,7 @@ def _array_cost(work: Work, precision: str, profile: HardwareProfile, tiling: Ti
     body = overlap(est.cycles, memory, profile.dma.double_buffering,
                    memory // max(traffic.bursts, 1))
     body = max(body, sram_port_cycles(work, precision, profile))
-    acc = sram_accesses(gemm, arr.rows, arr.cols, arr.dataflow)
+    acc = sram_accesses(gemm, *array_shape(gemm, profile, precision), arr.dataflow)
     sram = acc.ifmap_reads * act_w + acc.filter_reads * wt_w + acc.ofmap_writes * acc_w
     footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w, profile.dma.double_buffering)
     return KernelCost(

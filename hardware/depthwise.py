@@ -29,9 +29,12 @@ def engine_cycles(gemm: GemmShape, mode: DepthwiseMode, throughput: float) -> in
     if throughput <= 0:
         raise ValueError("this precision does not run on the MAC array (throughput 0)")
     channels = gemm.groups * gemm.n
-    per_step = max(pixel_blocks(gemm, mode) * mode.step_cycles, mode.writeback_cycles)
+    # Vela 5.2 npu_performance._estimate_conv_cycles: max(cycles_wb, 4 x micro-blocks, twice
+    # that for 16-bit activations) per step of 4 taps; the write-back floor is not scaled
+    per_step = max(pixel_blocks(gemm, mode) * mode.step_cycles / throughput,
+                   mode.writeback_cycles)
     steps = math.ceil(channels / mode.channels) * math.ceil(gemm.k / mode.taps)
-    return math.ceil(steps * per_step / throughput)
+    return math.ceil(steps * per_step)
 
 
 def engine_rate(mode: DepthwiseMode, throughput: PerPrecision, precision: str) -> float:

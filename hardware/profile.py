@@ -10,6 +10,8 @@ profile fails at compose time; :func:`load_profile` gives the same checks withou
 
 from __future__ import annotations
 
+import copy
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,10 +31,12 @@ from hardware.bounds import (
 from hardware.profile_file import ProfileError, read_profile_yaml
 from hardware.thermal import ColdStart, PowerMode, Thermal, check_thermal
 from ops.activation import OPS_PER_ELEMENT
+from ops.conv_lowering import LOWERINGS
 from ops.registry import SPECS
 
 PRECISIONS = ("int8", "int16", "fp16", "fp32")
 Dataflow = choices("Dataflow", "ws", "os", "is")
+ArenaHome = choices("ArenaHome", "budget", "sram", "dram")
 Layout = choices("Layout", "NHWC", "NCHW")
 DepthwiseUnit = choices("DepthwiseUnit", "array", "vector", "engine")
 WeightCompression = choices("WeightCompression", "none", "entropy")
@@ -101,6 +105,11 @@ class MacArray:
     # its kernel dilated with zeros (hardware/dilation.py, Vela's fixup_dilation_gt2);
     # 0: any dilation in hardware
     hardware_dilation: int = bounded(0, NON_NEGATIVE, plausible=(0, 64))
+    # other [rows, cols] the same PEs can be arranged as, per kernel, the fastest one taken
+    # (Ethos-U85's output microblocks: 2x2x32 / 1x4x32 / 2x4x16 on the 1024-MAC
+    # configuration, so a 16-channel layer takes 8 pixels at a time instead of 4);
+    # each must hold rows x cols PEs
+    shapes: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -159,11 +168,14 @@ class VectorUnit:
 class Sram:
     size_kb: float = bounded(MISSING, POSITIVE, plausible=(1, 1 << 20))
     bandwidth_bytes_per_cycle: float = bounded(MISSING, POSITIVE, plausible=(1, 65536))
-    # true: the SRAM holds the network's whole tensor arena, however large (Vela's
-    # Shared_Sram mode: the arena is sized to what the compiled network needs and lives in
-    # SRAM; nothing spills, the flash the weights come from being read-only); false: feature
-    # maps get compile.memory.sram_fraction of size_kb and the rest spill to DRAM
-    holds_arena: bool = False
+    # where the tensor arena (every feature map) lives. budget: feature maps get
+    # compile.memory.sram_fraction of size_kb and the rest spill to DRAM. sram: the SRAM
+    # holds the whole arena, however large (Vela's Sram_Only and Shared_Sram modes: the arena
+    # is sized to what the network needs; nothing spills, the flash the weights come from
+    # being read-only). dram: the arena is in DRAM and the SRAM only stages tiles and
+    # weights (Vela's Dedicated_Sram mode: "the SRAM is used for the cache_mem_area",
+    # Vela 5.2 OPTIONS.md)
+    arena: ArenaHome = "budget"
 
 
 @dataclass
@@ -241,6 +253,8 @@ class Confidence:
 
 @dataclass
 class HardwareProfile:
+    """A target NPU: array, memories, units, op limits, energy, host, thermal (conf/hardware/)."""
+
     name: str = MISSING
     description: str = MISSING
     based_on: str = MISSING  # the public source of the numbers
@@ -323,6 +337,12 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
         if op not in SPECS:
             raise ProfileError(f"{prefix}.multicore_ops[{i}]",
                                f"'{op}' is not an ONNX op type npuflow knows")
+    arr = profile.mac_array
+    for i, shape in enumerate(arr.shapes):
+        if len(shape) != 2 or min(shape) < 1 or shape[0] * shape[1] != arr.rows * arr.cols:
+            raise ProfileError(f"{prefix}.mac_array.shapes[{i}]",
+                               f"{list(shape)} must be [rows, cols] holding the array's "
+                               f"{arr.rows * arr.cols} PEs")
     dw = profile.mac_array.depthwise
     if dw.pixels % dw.block_rows:
         raise ProfileError(f"{prefix}.mac_array.depthwise.block_rows",
@@ -402,12 +422,40 @@ def _check_op_limits(op: str, limits: Any, key: str) -> None:
         if name not in known:
             raise ProfileError(f"{key}.{name}", f"not a limit of {op}'s rules "
                                f"(known: {', '.join(known) or 'none'})")
+    if "lowering" in limits and limits["lowering"] not in LOWERINGS:
+        raise ProfileError(f"{key}.lowering", f"'{limits['lowering']}' is not a lowering "
+                           f"npuflow knows ({', '.join(LOWERINGS)})")
 
 
 def profile_from_config(cfg: DictConfig | dict, prefix: str = "hardware") -> HardwareProfile:
     """Build and validate a profile from a composed (or plain) config node. A node that is
     already typed as a HardwareProfile (Hydra composed it against the schema) is not merged
-    again: the merge is most of the cost, and calibration builds hundreds of profiles."""
+    again: the merge is most of the cost, and calibration builds hundreds of profiles.
+
+    Built profiles are remembered per process by their content (a sweep's jobs, the door
+    check and the compile and simulate stages all build the same one: ~28 ms each); every
+    caller gets its own deep copy, so a caller that edits its profile changes no other's."""
+    try:
+        content = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) \
+            if isinstance(cfg, DictConfig) else cfg
+        key: tuple[str, str] | None = (prefix, json.dumps(content, sort_keys=True))
+    except (OmegaConfBaseException, TypeError, ValueError):  # built (and refused) below
+        key = None
+    if key is not None and key in _BUILT:
+        return copy.deepcopy(_BUILT[key])
+    profile = _build_profile(cfg, prefix)
+    if key is not None:
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = copy.deepcopy(profile)
+    return profile
+
+
+_BUILT: dict[tuple[str, str], HardwareProfile] = {}
+_BUILT_MAX = 256  # calibration builds a profile per candidate; keep the memo bounded
+
+
+def _build_profile(cfg: DictConfig | dict, prefix: str) -> HardwareProfile:
     try:
         typed = isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is HardwareProfile
         node = cfg if typed else OmegaConf.merge(OmegaConf.structured(HardwareProfile), cfg)

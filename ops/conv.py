@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ops.constraints import COMMON, check_stride, constraint, int_pair
+from ops.constraints import COMMON, constraint, int_pair
+from ops.constraints import check_stride as check_any_stride
+from ops.conv_lowering import LOWERINGS, conv_lowering
 from ops.graph import Graph, Node
 from ops.work import ARRAY, GemmShape, Work
 
@@ -87,7 +89,28 @@ def conv_transpose_work(node: Node, graph: Graph) -> Work:
 def check_kernel_size(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
     """Kernel height and width must be at most {kernel_max}"""
     kh, kw = int_pair(graph.tensors[node.inputs[1]].shape[2:])
+    lowering = conv_lowering(node, graph, limits)
+    if max(kh, kw) > limits["kernel_max"] and lowering.rewritten:
+        return True, f"kernel {kh}x{kw}: {lowering.how}"
     return max(kh, kw) <= limits["kernel_max"], f"kernel {kh}x{kw}"
+
+
+@constraint("stride_max")
+def check_stride(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Stride must be at most {stride_max} in both dimensions"""
+    lowering = conv_lowering(node, graph, limits)
+    if lowering.rewritten:
+        sh, sw = int_pair(node.attrs.get("strides"))
+        return True, f"stride {sh}x{sw}: {lowering.how}"
+    return check_any_stride.fn(node, graph, limits)
+
+
+@constraint("lowering")
+def check_lowering(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tuple[bool, str]:
+    """Convolutions over the kernel and stride limits are rewritten by the compiler's
+    {lowering} rules"""
+    lowering = conv_lowering(node, graph, limits)
+    return True, lowering.how or "as written"
 
 
 @constraint("dilation_max")
@@ -150,5 +173,6 @@ def check_weight_size(node: Node, graph: Graph, limits: Mapping[str, Any]) -> tu
 
 CONV_CHECKS = (*COMMON, check_kernel_size, check_stride, check_dilation, check_dilated_height,
                check_dilated_area, check_depthwise, check_grouped, check_channel_multiple,
-               check_weight_size)
-CONV_TRANSPOSE_CHECKS = (*COMMON, check_kernel_size, check_stride)
+               check_weight_size, check_lowering)
+CONV_TRANSPOSE_CHECKS = (*COMMON, check_kernel_size, check_any_stride)
+LOWERING_NAMES = tuple(LOWERINGS)

@@ -151,7 +151,8 @@ def _opset(model: onnx.ModelProto) -> int:
 
 def from_onnx(model: onnx.ModelProto, infer: bool = True, fold: bool = True) -> Graph:
     """Build the IR; shapes come from ONNX shape inference (with data propagation), and
-    Q/DQ pairs are folded into tensor precisions (``ops.quant``) unless ``fold=False``."""
+    Q/DQ pairs are folded into tensor precisions (``ops.quant``) and input NHWC -> NCHW
+    Transposes into the graph's ``io_layout`` (``ops.io_layout``) unless ``fold=False``."""
     if infer:
         model = shape_inference.infer_shapes(model, data_prop=True)
     g = model.graph
@@ -194,6 +195,7 @@ def from_onnx(model: onnx.ModelProto, infer: bool = True, fold: bool = True) -> 
     )
     if not fold:
         return graph
-    from ops.quant import fold_qdq  # ops.quant builds on this module
+    from ops.io_layout import fold_input_transposes  # both build on this module
+    from ops.quant import fold_qdq
 
-    return fold_qdq(graph)
+    return fold_input_transposes(fold_qdq(graph))

@@ -40,7 +40,7 @@ class Work:
     macs: int = 0
     vector_ops: int = 0
     input_elems: int = 0  # non-constant operands read
-    weight_elems: int = 0  # constant operands read (weights, biases, tables)
+    weight_elems: int = 0  # constant operands read each inference (weights, biases, rows)
     output_elems: int = 0
     gemm: GemmShape | None = None
     # DRAM bytes of the inputs per on-chip byte: below 1 when the NPU pads the channels of
@@ -50,6 +50,14 @@ class Work:
     # the outputs pass through the output stage's lookup table (a SiLU / Sigmoid /
     # HardSwish fused into a convolution on a profile with ``epilogue.lut_activations``)
     lut_activation: bool = False
+    # constants held but not read each inference: the rows of an embedding table that no
+    # index selects (a Gather reads only the rows it looks up)
+    unread_weight_elems: int = 0
+
+    @property
+    def held_weight_elems(self) -> int:
+        """Constants the kernel needs stored (in a cache or DRAM), read or not."""
+        return self.weight_elems + self.unread_weight_elems
 
     @property
     def flops(self) -> int:

@@ -64,12 +64,13 @@ def code_digest() -> str:
 
 
 def stage_key(name: str, stage: Any, cfg: DictConfig, inputs: dict[str, Path],
-              root: Path) -> str:
+              root: Path, values: dict | None = None) -> str:
     """The entry's key: everything the stage's result depends on. Besides its config slice
     and upstream folders, that is the user's code the slice or the stage component names
     and every file outside the run it reads (``pipeline.user_code``), their digests kept
-    in ``root``'s digest store so an unchanged file is not read again."""
-    config = OmegaConf.to_container(cfg, resolve=True)
+    in ``root``'s digest store so an unchanged file is not read again. ``values``: the
+    slice resolved, if the caller has it (not modified here)."""
+    config = dict(values) if values is not None else OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
     run = dict(config.get("run", {}))
     for k in _NOT_KEYED:

@@ -31,6 +31,7 @@ from pipeline import interrupt
 from pipeline.artifacts import write_json
 from pipeline.config import check_complete
 from pipeline.config_files import check_user_configs
+from pipeline.describe import all_keys, did_you_mean
 from pipeline.errors import UserError, UserStop
 from pipeline.html_report import write_run_report
 from pipeline.runner import DISK_ERRORS, run_pipeline
@@ -56,6 +57,7 @@ def _print_summary(metrics: dict, run_dir: Path) -> None:
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def app(cfg: DictConfig) -> dict | float | list[float] | None:
+    logging.captureWarnings(True)  # other libraries' warnings: the log file (OwnRecords)
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
     if hc.mode == RunMode.MULTIRUN:
@@ -194,7 +196,11 @@ def describe(exc: BaseException) -> str | None:
     if isinstance(exc, MissingConfigException):
         first = str(exc).strip().splitlines()[0]
         options = getattr(exc, "options", None)
-        return f"{first} (available: {', '.join(options)})" if options else first
+        if not options:
+            return first
+        missing = re.search(r"Could not find '(?:[\w/]+/)?([^'/]+)'", first)
+        hint = did_you_mean(missing.group(1), list(options)) if missing else ""
+        return f"{first}{hint} (available: {', '.join(options)})"
     cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
     if isinstance(exc, OmegaConfBaseException) or cause is not None:
         err = cause or exc
@@ -207,6 +213,12 @@ def describe(exc: BaseException) -> str | None:
         if isinstance(exc, HydraException) and exc is not err:
             where = " ".join(str(exc).split())
             where = f" [{where[:160]}]" if where else ""
+        if key and "not in" in head:  # a misspelt key: the closest ones the schema has
+            typed = next((o.partition("=")[0].lstrip("+~") for o in sys.argv[1:]
+                          if o.partition("=")[0].lstrip("+~").startswith(key)), key)
+            hint = did_you_mean(typed, all_keys())
+            if hint:
+                return f"config error at '{key}': {head}{hint}"
         return f"config error at '{key}': {head}{where}" if key else f"config error: {head}{where}"
     composing = re.match(r"In '([^']+)': \w+ raised while composing config:\s*(.*)",
                          str(exc), re.S)
@@ -222,7 +234,29 @@ def describe(exc: BaseException) -> str | None:
     return None
 
 
+_CONFIG_DIR_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn")
+
+
+def options_first(argv: list[str]) -> list[str]:
+    """Hydra's argument parser takes its options only before the overrides (argparse stops
+    at the first positional); a user writes ``--config-dir DIR`` anywhere, so options and
+    their values move to the front, in order, and the overrides keep theirs."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in _CONFIG_DIR_FLAGS and i + 1 < len(argv):
+            front += argv[i:i + 2]
+            i += 2
+            continue
+        (front if arg.split("=", 1)[0] in _CONFIG_DIR_FLAGS else rest).append(arg)
+        i += 1
+    return front + rest
+
+
 def main() -> None:
+    sys.argv[1:] = options_first(sys.argv[1:])
     os.environ["HYDRA_FULL_ERROR"] = "1"  # make Hydra raise; we print the one line
     logging.raiseExceptions = False  # a full disk under the log file: not a traceback a line
     with interrupt.handled():

@@ -31,9 +31,14 @@ def _user_modules_importable() -> None:
 
 
 def main() -> None:
-    """``npuflow`` and ``python -m pipeline``."""
+    """``npuflow`` and ``python -m pipeline`` (``npuflow describe ...``: pipeline.describe)."""
     _guard()
     _user_modules_importable()
+    if sys.argv[1:2] == ["describe"]:
+        from pipeline.describe import main as describe
+
+        describe(sys.argv[2:])
+        return
     from pipeline.cli import main as run
 
     run()

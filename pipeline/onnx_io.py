@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,9 @@ _ORT_NP_TYPES = {
     "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
     "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_,
 }
+
+# onnxruntime's own C++ log writes to stderr, past Python's logging: errors only there
+ort.set_default_logger_severity(3)
 
 
 def resolve_path(path: str | Path) -> Path:
@@ -253,15 +257,23 @@ def parallel_workers() -> int:
 
 
 def run_all(sess: ort.InferenceSession, feeds: list[dict[str, np.ndarray]],
-            where: str = "model") -> list[list[np.ndarray]]:
+            where: str = "model", step: Callable[[], None] | None = None
+            ) -> list[list[np.ndarray]]:
     """``run`` on every feed, in order, ``parallel_workers()`` at a time (onnxruntime
     releases the GIL and a session may run concurrently): the evaluation and calibration
-    loops were most of the quantize stage, one core idle."""
+    loops were most of the quantize stage, one core idle. ``step`` is called as each
+    result arrives (a progress bar)."""
+    step = step or (lambda: None)
     workers = min(parallel_workers(), len(feeds))
     if workers <= 1:
-        return [run(sess, f, where) for f in feeds]
+        return [_stepped(run(sess, f, where), step) for f in feeds]
     with worker_pool(workers) as pool:
-        return list(pool.map(lambda f: run(sess, f, where), feeds))
+        return [_stepped(r, step) for r in pool.map(lambda f: run(sess, f, where), feeds)]
+
+
+def _stepped(result: list[np.ndarray], step: Callable[[], None]) -> list[np.ndarray]:
+    step()
+    return result
 
 
 def reference_run(model: onnx.ModelProto, seed: int, threads: int = 1, where: str = "model"

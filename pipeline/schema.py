@@ -59,6 +59,8 @@ class ModelReference:
 
 @dataclass
 class ModelConfig:
+    """What network to run: a zoo name, an ONNX/TFLite file, a torch or scikit-learn source."""
+
     name: str = MISSING
     source: ModelSource = ModelSource.zoo
     description: str = ""
@@ -82,6 +84,8 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
+    """Calibration and evaluation data: synthetic, digits, images, arrays; its preprocessing."""
+
     name: str = MISSING
     kind: DataKind = DataKind.synthetic
     path: str | None = None  # images / npy / image_folder folder; image_list CSV
@@ -147,6 +151,8 @@ class EvalConfig:
 
 @dataclass
 class QuantConfig:
+    """Precision: none, fp16, int8 (onnxruntime calibrates), as_is, auto; mixed precision."""
+
     scheme: Scheme = MISSING
     # int16: A16W8; fp16/fp32 describe the float schemes (quant=fp16, quant=none)
     activation_type: QuantType = QuantType.int8
@@ -167,6 +173,8 @@ class QuantConfig:
 
 @dataclass
 class OptimizeConfig:
+    """The graph passes run before quantization, each checked in onnxruntime."""
+
     passes: list[Any] = field(default_factory=list)  # names or {_target_: module.fn}
     # max relative output error any pass may introduce...
     tolerance: float = bounded(1e-4, NON_NEGATIVE)
@@ -211,6 +219,8 @@ class MemoryConfig:
 
 @dataclass
 class CompileConfig:
+    """Fusion, CPU/NPU placement, tiling and memory planning choices."""
+
     fusion: bool = True  # master switch
     fusion_patterns: dict[str, bool] = field(default_factory=lambda: {
         "epilogue": True, "residual": True, "gelu": True, "silu": True, "hardswish": True,
@@ -235,6 +245,8 @@ class SustainedConfig:
 
 @dataclass
 class SimulateConfig:
+    """Frames, pipelining, host pre/post-processing, plots and sustained load."""
+
     frames: int = bounded(1, AT_LEAST_1)  # frames in the throughput run
     # frames in flight between the CPU producer and the NPU
     pipeline_depth: int = bounded(1, AT_LEAST_1)
@@ -250,6 +262,8 @@ class SimulateConfig:
 
 @dataclass
 class RunConfig:
+    """Run-wide settings: seed, threads, the stage cache, the search objective."""
+
     seed: int = 0
     # onnxruntime intra-op threads (1 keeps digests bit-exact)
     ort_threads: int = bounded(1, AT_LEAST_1)

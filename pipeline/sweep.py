@@ -18,17 +18,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.artifacts import save_figure, write_csv, write_text
+from pipeline.artifacts import pyplot, save_figure, write_csv, write_text
 from pipeline.html_report import write_run_report, write_sweep_report
 from pipeline.simulator.plots import draw_run
 
@@ -139,6 +135,7 @@ def _spans_a_decade(pts: list[tuple]) -> bool:
 
 
 def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
+    plt = pyplot()
     pts = [(r["latency_ms"], r["energy_mj"], _accuracy(r), f)
            for r, f in zip(rows, flags, strict=True)
            if r.get("latency_ms") is not None and r.get("energy_mj") is not None]

@@ -8,7 +8,7 @@ This loader composes with Hydra's own loader once per distinct set of defaults-c
 overrides (config groups such as ``hardware=edge_tpu``, and Hydra's own overrides), then
 applies the job's value overrides with the same function Hydra uses after composition
 (``ConfigLoaderImpl._apply_overrides_to_config``) and records the job's overrides in the
-Hydra node exactly as ``_load_configuration_impl`` does. tests/test_sweep_speed.py checks
+Hydra node exactly as ``_load_configuration_impl`` does. tests/test_sweep_points.py checks
 that every job's config equals Hydra's own composition, key for key.
 
 The cache is per process (a module dict), so the joblib and Ray launchers, which ship the

@@ -238,8 +238,12 @@ def test_planner_reaches_the_live_lower_bound_on_a_monotone_chain(sizes, descend
 
 
 def test_sram_shortage_spills_and_is_reported():
+    """A 512 KB SRAM whose feature maps get a budget (not Vela's Shared_Sram arena)."""
     graph = from_onnx(ZOO["mobilenet_v2"](seed=0, opset=17))
-    plan = _compile(graph, _profile("ethos_u55_256"))
+    profile = _profile("ethos_u55_256")
+    profile = dataclasses.replace(profile, sram=dataclasses.replace(profile.sram,
+                                                                    arena="budget"))
+    plan = _compile(graph, profile)
     mem = plan["memory"]
     assert mem["spilled_to_dram"]
     assert mem["sram_arena_peak_bytes"] <= mem["activation_budget_bytes"]
@@ -360,3 +364,22 @@ def test_running_each_elementwise_op_alone_never_costs_less(name, form):
                         _compile(graph, _with(_profile(name), chains=chains))["kernels"])
             for chains in (True, False)}
     assert cost[False] > cost[True]
+
+
+@pytest.mark.parametrize("model,hardware,overrides", [
+    ("mobilenet_v2", "rk3588", {}),
+    ("bert_encoder", "edge_tpu", {"placement": "optimal"}),
+    ("resnet18", "ethos_u55_256", {"tiling": {"mode": "fixed", "tile_m": 16, "tile_k": 64}}),
+])
+def test_compiling_never_changes_the_graph(model, hardware, overrides):
+    """The compile stage shares one graph among a sweep's points (stages/compile.py); that
+    is only sound if compiling leaves it exactly as it was and the second plan is the
+    first's."""
+    import pickle
+
+    graph = from_onnx(ZOO[model](seed=0, opset=17))
+    before = pickle.dumps(graph)
+    first = _compile(graph, _profile(hardware), **overrides)
+    assert pickle.dumps(graph) == before
+    assert json.dumps(_compile(graph, _profile(hardware), **overrides), sort_keys=True) \
+        == json.dumps(first, sort_keys=True)

@@ -184,3 +184,21 @@ def test_channel_padding_never_loses_work_and_atoms_only_add_compute(
     depthwise = pad_gemm(GemmShape(m=100, k=taps, n=1, groups=channels), alignment,
                          tap_channels, conv_in_channels=channels)
     assert depthwise.computed.groups % alignment == 0 and depthwise.computed.k == taps
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 600), st.integers(1, 2400), st.integers(1, 4),
+       st.booleans(), st.booleans(), st.sampled_from(["cycles", "energy", "edp"]),
+       st.integers(1 << 12, 1 << 22))
+def test_the_tiling_search_shortcut_is_the_grid_s_own_answer(m, n, k, groups, a_moves,
+                                                              c_moves, objective, budget):
+    """``search`` answers a single-buffered GEMM that fits with the full tile, without the
+    grid: the grid itself must pick exactly that (tiling, bytes, bursts) or, when it does
+    not fit, the two must agree anyway."""
+    from hardware.tiling import grid_search, search
+
+    sizes = OperandBytes(a=m * k * groups if a_moves else 0, b=k * n * groups,
+                         c=m * n * groups if c_moves else 0, c_elems=m * n * groups)
+    args = (m, n, k, groups, sizes, 1, 1, 4, budget, False, 8.0, 100.0, m * n * k // 512,
+            objective, 1.0)
+    assert search(*args) == grid_search(*args)

@@ -1,7 +1,7 @@
 """The mechanisms held-out networks exposed, each checked against an independent form of
 the same work: Vela's zero-dilated kernel for a wide dilation, an explicit whole-map
 depthwise convolution for a spatial mean, Vela's write-back floor by its own formula,
-in-place concatenation, the Shared_Sram arena; the rk3576 profile against RKNN-Toolkit2's
+in-place concatenation, the arena by memory mode; the rk3576 profile against RKNN-Toolkit2's
 own estimate of its probes; and the books (fit and check pairs) the bands come from."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from hardware.depthwise import engine_cycles
 from hardware.profile import load_profile
 from ops.graph import from_onnx
+from ops.registry import work_of
 from ops.work import GemmShape
 from pipeline.compiler.driver import compile_graph
 from tests.conftest import CONF, REPO
@@ -119,18 +120,27 @@ def test_concatenation_in_place_costs_nothing_where_the_profile_says():
     assert by_profile["rk3588"]["cost"]["total_cycles"] > 0
 
 
-def test_shared_sram_holds_the_whole_arena_and_dedicated_sram_spills():
-    """A 512 KB feature map: in Vela's Shared_Sram (ethos_u55_256) the arena is all in
-    SRAM whatever its size; the U85's 384 KB cache (Dedicated_Sram_384KB) spills it."""
+def _two_convs(side: int) -> object:
     w = numpy_helper.from_array(np.ones((32, 32, 1, 1), np.float32), "w")
-    net = _int8([helper.make_node("Conv", ["x", "w"], ["a"], name="a"),
-                 helper.make_node("Relu", ["a"], ["r"], name="r"),
-                 helper.make_node("Conv", ["r", "w"], ["y"], name="b")],
-                [1, 32, 128, 128], "y", [w])
-    shared = _plan(net, _profile("ethos_u55_256"))["memory"]
-    dedicated = _plan(net, _profile("ethos_u85_256"))["memory"]
+    return _int8([helper.make_node("Conv", ["x", "w"], ["a"], name="a"),
+                  helper.make_node("Relu", ["a"], ["r"], name="r"),
+                  helper.make_node("Conv", ["r", "w"], ["y"], name="b")],
+                 [1, 32, side, side], "y", [w])
+
+
+def test_the_arena_lives_where_the_memory_mode_puts_it():
+    """Vela's Shared_Sram (ethos_u55_256): the arena is all in SRAM, a 512 KB feature map
+    included. Dedicated_Sram (ethos_u85_256): the arena is in DRAM, a 2 KB map included,
+    the SRAM only staging. The default (rk3588): maps in the SRAM budget, large ones spill."""
+    big, small = _two_convs(128), _two_convs(8)
+    shared = _plan(big, _profile("ethos_u55_256"))["memory"]
     assert not shared["spilled_to_dram"] and shared["sram_arena_peak_bytes"] >= 512 * 1024
-    assert dedicated["spilled_to_dram"]
+    dedicated = _plan(small, _profile("ethos_u85_256"))["memory"]
+    assert dedicated["sram_arena_peak_bytes"] == 0 and dedicated["dram_arena_peak_bytes"] > 0
+    budget_small = _plan(small, _profile("rk3588"))["memory"]
+    budget_big = _plan(_two_convs(256), _profile("rk3588"))["memory"]  # 2 MB maps
+    assert budget_small["sram_arena_peak_bytes"] > 0 and not budget_small["spilled_to_dram"]
+    assert budget_big["spilled_to_dram"]
 
 
 def test_the_rk3576_profile_reproduces_rknn_s_estimate_of_its_probes():
@@ -157,6 +167,8 @@ def test_every_pair_says_if_it_was_fitted_and_what_kind_of_figure_it_is():
                for p in pairs)
     assert all(p["kind"] == "vendor_estimate" for p in pairs if p["source"].startswith("vela"))
     assert all("fit_because" in p for p in pairs if p["role"] == "fit")
+    # a vendor's own int8 file is compared as shipped (Vela compiles that very file)
+    assert all("quant=as_is" in p["overrides"] for p in pairs if p.get("tflite_file"))
     import sys
     sys.path.insert(0, str(REPO / "benchmarks"))
     from rknn_rates import fit_set
@@ -194,3 +206,128 @@ def test_a_band_needs_both_ends_in_order(tmp_path):
     code, lines, _ = npuflow("--config-dir", str(tmp_path / "conf"), "hardware=bad",
                              f"hydra.run.dir={tmp_path / 'run'}")
     assert code == 2 and "confidence" in lines[0], lines
+
+
+def _lookup(vocab: int, tokens: int = 20, width: int = 512) -> object:
+    """An embedding lookup: ``tokens`` ids into a ``vocab`` x ``width`` float table."""
+    import onnx
+    from onnx import shape_inference
+
+    table = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((vocab, width)).astype(np.float32), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], name="embed", axis=0)], "lookup",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, tokens])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [table])
+    model = shape_inference.infer_shapes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)]))
+    onnx.checker.check_model(model)
+    return from_onnx(model)
+
+
+@pytest.mark.parametrize("hardware", ["rk3588", "edge_tpu"])
+def test_an_embedding_lookup_reads_the_rows_it_selects_not_its_table(hardware):
+    """A Gather into a 49,408-row table for 20 tokens reads 20 rows: its cycles are those of
+    a 1,000-row table's lookup, while the held weights (what a cache must fit) are the
+    whole table."""
+    profile = _profile(hardware)
+    plans = {v: compile_graph(_lookup(v), profile, COMPILE, "fp16", "fp16")
+             for v in (1000, 49408)}
+    small, big = (plans[v]["kernels"][0] for v in (1000, 49408))
+    assert small["target"] == big["target"]
+    assert small["cost"]["total_cycles"] == big["cost"]["total_cycles"]
+    assert big["cost"]["dram_bytes"] < 49408 * 512  # far less than the table
+    graph = _lookup(49408)
+    work = work_of(graph.nodes[0], graph)
+    assert (work.weight_elems, work.held_weight_elems) == (20 * 512, 49408 * 512)
+
+
+LOWERED = {"patch_32": (3, 768, 32, 224, 32), "stride_16": (3, 768, 16, 224, 16),
+           "patch_9": (3, 64, 9, 225, 9)}
+
+
+def _strided(cin: int, cout: int, k: int, side: int, stride: int) -> object:
+    weight = numpy_helper.from_array(np.ones((cout, cin, k, k), np.float32), "w")
+    return _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="c", strides=[stride] * 2,
+                                   pads=[(k - stride) // 2] * 4)], [1, cin, side, side], "y",
+                 [weight])
+
+
+@pytest.mark.parametrize("target", ["rk3588", "rk3576"])
+@pytest.mark.parametrize("probe", sorted(LOWERED))
+def test_a_patch_embedding_runs_as_rknn_lowers_it(target, probe):
+    """RKNN-Toolkit2 runs a 32x32 stride-32 patch embedding as 4 parts of 16x16 at stride 4
+    plus 1x1 selects, a 16x16/16 one at stride 4, a 9x9/9 one as space-to-depth + 1x1
+    (benchmarks/rknn_layers.py): npuflow places each on the NPU (the old kernel and stride
+    limits sent them to the CPU) at RKNN's NPU cycles summed over the layers it emits, but
+    for the fill and drain of each fold."""
+    rows = json.loads((REPO / "benchmarks" / "results" / "rknn_layers.json").read_text())
+    rknn = {r["probe"]: r["npu_cycles"] for r in rows if r["target"] == target}
+    profile = dataclasses.replace(_profile(target), cores=1)  # RKNN's probes: one core
+    kernel = compile_graph(_strided(*LOWERED[probe]), profile, COMPILE, "fp16",
+                           "fp16")["kernels"][0]
+    assert kernel["target"] == "npu"
+    assert any("RKNN's lowering" in c["detail"] for c in kernel["checks"])
+    assert rknn[probe] <= kernel["cost"]["compute_cycles"] <= 1.06 * rknn[probe]
+
+
+def test_a_profile_naming_an_unknown_lowering_is_refused(tmp_path):
+    from hardware.profile import ProfileError
+
+    text = (CONF / "hardware" / "rk3588.yaml").read_text()
+    path = tmp_path / "p.yaml"
+    path.write_text(text.replace("lowering: rknn", "lowering: tvm", 1))
+    with pytest.raises(ProfileError, match=r"ops\.Conv\.lowering"):
+        load_profile(path)
+
+
+def test_a_tensorflow_input_transpose_is_the_application_s_layout_not_a_kernel():
+    """tf2onnx puts Transpose(NHWC -> NCHW) first; the NPU is handed the NHWC tensor, as Vela
+    is handed the TFLite file's: no kernel, no CPU op, and the same cost as the same network
+    without the Transpose fed NHWC (io_layout NHWC)."""
+    import onnx
+    from onnx import shape_inference
+
+    w = numpy_helper.from_array(np.ones((16, 3, 3, 3), np.float32), "w")
+    conv = helper.make_node("Conv", ["t", "w"], ["y"], name="conv", pads=[1] * 4)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], name="to_nchw", perm=[0, 3, 1, 2]),
+             conv]
+    model = shape_inference.infer_shapes(helper.make_model(helper.make_graph(
+        nodes, "tf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 32, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w]),
+        opset_imports=[helper.make_opsetid("", 17)]))
+    graph = from_onnx(model)
+    assert graph.io_layout == "NHWC" and [n.op_type for n in graph.nodes] == ["Conv"]
+    plain = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1] * 4)],
+                  [1, 3, 32, 32], "y", [w])
+    plain = dataclasses.replace(plain, io_layout="NHWC")
+    for name in ("ethos_u55_256", "rk3588"):
+        folded, reference = (compile_graph(g, _profile(name), COMPILE, "int8", "int8")
+                             for g in (graph, plain))
+        assert [k["target"] for k in folded["kernels"]] == ["npu"]
+        assert folded["kernels"][0]["cost"] == reference["kernels"][0]["cost"]
+    onnx.checker.check_model(model)
+
+
+def test_the_u85_array_takes_the_microblock_that_fits_the_layer(tmp_path):
+    """A 16-channel layer on the 1024-MAC U85: regor's 2x4x16 microblock keeps every MAC
+    busy where the 32-channel arrangement idles half: the cycles are those of a 64 x 16
+    array, and never more than the 32 x 32 arrangement's alone."""
+    profile = _profile("ethos_u85_1024")
+    net = _conv(3, 1, channels=16, side=32)
+    as_shapes = _plan(net, profile)["kernels"][0]["cost"]["compute_cycles"]
+    square = dataclasses.replace(profile, mac_array=dataclasses.replace(
+        profile.mac_array, shapes=[]))
+    tall = dataclasses.replace(profile, mac_array=dataclasses.replace(
+        profile.mac_array, rows=64, cols=16, shapes=[]))
+    assert as_shapes == _plan(net, tall)["kernels"][0]["cost"]["compute_cycles"]
+    assert as_shapes < _plan(net, square)["kernels"][0]["cost"]["compute_cycles"]
+    from hardware.profile import ProfileError
+
+    text = (CONF / "hardware" / "ethos_u85_256.yaml").read_text()
+    path = tmp_path / "ethos_u85_256.yaml"
+    path.write_text(text.replace("shapes: [[32, 8]]", "shapes: [[32, 9]]"))
+    (tmp_path / "ethos_u55_256.yaml").write_text(
+        (CONF / "hardware" / "ethos_u55_256.yaml").read_text())
+    with pytest.raises(ProfileError, match=r"mac_array.shapes\[0\]"):
+        load_profile(path)

@@ -15,6 +15,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
+from hydra_plugins.npuflow import job
 from hydra_plugins.npuflow.pool_launcher import worker_count
 from pipeline.schema import register_configs
 from pipeline.sweep_compose import MemoConfigLoader
@@ -52,6 +53,30 @@ def test_a_reused_composition_equals_hydras_own(overrides):
         assert cfg.hydra.overrides.task == expected.hydra.overrides.task
         assert cfg.hydra.job.override_dirname == expected.hydra.job.override_dirname
         assert OmegaConf.get_type(cfg.hardware) is OmegaConf.get_type(expected.hardware)
+
+
+@pytest.mark.parametrize("overrides", JOBS[:3], ids=[" ".join(j) for j in JOBS[:3]])
+def test_the_lean_job_writes_the_yaml_hydra_writes(overrides):
+    """hydra_plugins/npuflow/job.py writes a job's .hydra files with libyaml: read back by
+    OmegaConf they are the config Hydra's writer would have written (its text may fold a
+    long string elsewhere), for whole job configs (Hydra node included) and for the values
+    YAML could read back as something else."""
+    register_configs()
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration("config", ["hydra.sweep.dir=/tmp/x"],
+                                           RunMode.MULTIRUN)
+        cfg = loader.load_sweep_config(master, overrides)
+    tricky = OmegaConf.create({"a": "1e-3", "b": "yes", "c": "${a}", "d": "12", "e": 1e-4,
+                               "f": None, "g": "two\nlines", "h": "ünï", "i": [".5", "off"],
+                               "j": "???", "k": "", "l": "0x1F", "m": "1_000"})
+    task = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    for node, lean in ((task, job.to_yaml(job.task_config(cfg))),
+                       (cfg.hydra, job.to_yaml(cfg.hydra)), (tricky, job.to_yaml(tricky))):
+        back = OmegaConf.create(lean)
+        hydra_back = OmegaConf.create(OmegaConf.to_yaml(node))
+        assert OmegaConf.to_container(back) == OmegaConf.to_container(hydra_back)
+    assert job.to_yaml(tricky) == OmegaConf.to_yaml(tricky)  # short values: the same bytes
 
 
 def _rows(sweep: Path) -> list[dict[str, str]]:

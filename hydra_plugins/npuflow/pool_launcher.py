@@ -6,8 +6,10 @@ mobilenet_v2 compile x simulate grid that costs as much as the job, and two work
 faster than one (benchmarks/RESULTS.md, "Sweep throughput"). Here the workers are forked
 after npuflow, the Hydra context and the composition memo (pipeline.sweep_compose) are
 loaded, and a job crosses the process boundary as its index and overrides. Each worker runs
-the job exactly as Hydra's basic launcher does (compose, set ``hydra.job.num``,
-``run_job``), so job folders, logs and callbacks are Hydra's. Linux/macOS only (fork);
+the job as Hydra's basic launcher does (compose, set ``hydra.job.num``, run it), with
+Hydra's job contract at a fraction of its cost (``hydra_plugins/npuflow/job.py``).
+``hydra/launcher=npuflow`` (the default) is this launcher with one job at a time in this
+process. Linux/macOS only (fork);
 use joblib elsewhere. Past one machine: ``hydra/launcher=ray`` (README, "From one laptop
 to a cluster").
 """
@@ -16,16 +18,20 @@ to a cluster").
 # sys.modules, where dataclasses cannot resolve string annotations
 import multiprocessing
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
+
+from hydra_plugins.npuflow.job import run_job
+from pipeline.terminal import logged
 
 
 @dataclass
@@ -36,6 +42,10 @@ class PoolLauncherConf:
 
 ConfigStore.instance().store(group="hydra/launcher", name="pool", node=PoolLauncherConf,
                              provider="npuflow")
+# npuflow's default (conf/sweep/default.yaml): the same launcher, one job after another in
+# this process, each run by the lean run_job
+ConfigStore.instance().store(group="hydra/launcher", name="npuflow",
+                             node=PoolLauncherConf(n_jobs=1), provider="npuflow")
 
 _FORKED: dict[str, Any] = {}  # set in the parent before the fork, read in the workers
 
@@ -57,6 +67,16 @@ def _run(job: tuple) -> JobReturn:
     if ret.status == JobStatus.FAILED:
         error = ret._return_value
         ret._return_value = RuntimeError(f"job {idx}: {type(error).__name__}: {error}")
+    return ret
+
+
+def _say(form: str, *args: object) -> None:
+    """The sweep's progress, one line per tenth of its jobs, beside the jobs' own lines."""
+    print(form % args, file=sys.stderr, flush=True)
+
+
+def _then(ret: JobReturn, done: Callable[..., None]) -> JobReturn:
+    done()
     return ret
 
 
@@ -91,7 +111,8 @@ class PoolLauncher(Launcher):
                        config=self.config)
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
         workers = worker_count(self.n_jobs, len(jobs))
-        if workers <= 1:
-            return [_run(job) for job in jobs]
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            return pool.map(_run, jobs, chunksize=1)
+        with logged("sweep", len(jobs), _say) as done:
+            if workers <= 1:
+                return [_then(_run(job), done) for job in jobs]
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                return [_then(r, done) for r in pool.imap(_run, jobs, chunksize=1)]

@@ -16,15 +16,15 @@ infeasible and the sweep goes on.
 
 # no ``from __future__ import annotations``: Hydra's plugin scan runs this module outside
 # sys.modules, where dataclasses cannot resolve string annotations
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, open_dict, read_write
+from omegaconf import DictConfig
 
+from hydra_plugins.npuflow.job import task_config
 from pipeline.config import check_complete
 from pipeline.sweep_compose import MemoConfigLoader
 
@@ -55,8 +55,6 @@ class NpuflowSweeper(BasicSweeper):
             if not covered.issuperset(overrides):
                 cfg = self.hydra_context.config_loader.load_sweep_config(
                     master_config=self.config, sweep_overrides=list(overrides))
-                task = copy.deepcopy(cfg)  # the job's config, as Hydra's run_job makes it
-                with read_write(task), open_dict(task):
-                    del task["hydra"]
+                task = task_config(cfg)  # the job's config, as run_job makes it
                 check_complete(task, dict(cfg.hydra.runtime.choices), list(overrides))
                 covered.update(overrides)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from rich.progress import Progress
 
 from hardware.profile_file import read_profile_yaml
 from pipeline import interrupt
@@ -30,6 +30,7 @@ from pipeline.calibrate.report import Outcome, markdown, plot, summary
 from pipeline.cli import CONF_DIR, describe
 from pipeline.config import check_complete
 from pipeline.errors import UserError
+from pipeline.terminal import task
 
 USAGE = ("usage: npuflow-calibrate hardware=NAME measurements=FILE [layers=FILE] "
          "[--config-dir DIR] [--report-dir DIR] [key=value ...]")
@@ -142,22 +143,25 @@ def _calibrate(rows: list[Measurement], layer_times: dict[int, list[LayerTime]],
     prior = params_of(models[0].cfg)
     measured = [m.latency_ms for m in rows]
 
+    advance: list[Callable[..., None]] = [lambda: None]  # the current phase's progress
+
     def predict(i: int, params: Params) -> float:
         try:
             value = models[i].latency_ms(params)
         except UserError as exc:
             raise UserError(f"{path} row {rows[i].row}: {exc}") from exc
-        progress.advance(task)
+        advance[0]()
         return value
 
-    with Progress(transient=True) as progress:
-        task = progress.add_task("calibrate: preparing rows", total=None)
+    with task("calibrate: preparing rows", len(models)) as step:
         for i, model in enumerate(models):
             try:
                 model.prepare(Path(model.cfg.run.cache_dir) if model.cfg.run.cache else None)
             except UserError as exc:
                 raise UserError(f"{path} row {rows[i].row}: {exc}") from exc
-        progress.update(task, description="calibrate: fitting")
+            step()
+    with task("calibrate: fitting (model evaluations)", None) as step:
+        advance[0] = step
         before = [predict(i, prior) for i in range(len(rows))]
         layers = LayerFit(models, layer_times, prior)
         groups = [(m.model, m.overrides) for m in rows]
@@ -165,7 +169,9 @@ def _calibrate(rows: list[Measurement], layer_times: dict[int, list[LayerTime]],
                      groups)
         result = replace(result, params=models[0].typed(result.params))
         after = [predict(i, result.params) for i in range(len(rows))]
-        loo = leave_one_out(predict, measured, free, prior, layers.residuals, groups)
+    advance[0] = lambda: None
+    with task("calibrate: leave-one-out refits", len(rows)) as step:
+        loo = leave_one_out(predict, measured, free, prior, layers.residuals, groups, step)
 
     outcome = Outcome([m.label for m in rows], measured, before, after, loo, prior,
                       result.params, free, result.rms_log_error, result.evaluations,

@@ -117,7 +117,8 @@ def fit(predict: Predict, rows: Sequence[int], measured: Sequence[float],
 def leave_one_out(predict: Predict, measured: Sequence[float],
                   free: Sequence[FreeParameter], prior: Params,
                   layers: LayerResiduals = _no_layers,
-                  groups: Sequence[Hashable] | None = None) -> list[float] | None:
+                  groups: Sequence[Hashable] | None = None,
+                  step: Callable[[], None] = lambda: None) -> list[float] | None:
     """Each row predicted by a fit that saw neither it nor any repeat of its configuration
     (``groups``: a repeat left in the fit would make the figure an in-sample one); None
     when fewer distinct configurations remain than there are free parameters."""
@@ -129,4 +130,5 @@ def leave_one_out(predict: Predict, measured: Sequence[float],
         rows = [i for i in range(len(measured)) if groups[i] != groups[held]]
         result = fit(predict, rows, [measured[i] for i in rows], free, prior, layers, groups)
         out.append(predict(held, result.params))
+        step()
     return out

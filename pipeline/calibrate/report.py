@@ -9,12 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from hardware.profile import FreeParameter
+from pipeline.artifacts import pyplot
 from pipeline.calibrate.evaluate import Params
 
 
@@ -91,6 +87,7 @@ def markdown(o: Outcome, title: str) -> str:
 
 
 def plot(o: Outcome, path: Path) -> None:
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(o.labels) + 2), 4))
     x = range(len(o.labels))
     width = 0.27

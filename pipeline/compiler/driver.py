@@ -122,6 +122,13 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
                   quant_scheme: str, float_precision: str | None = None) -> dict[str, Any]:
     """``float_precision``: how float nodes compute; default from the quant scheme (a float
     graph compiled at the precision the quantize stage was asked for)."""
+    return compile_decisions(graph, profile, cfg, quant_scheme, float_precision)[1]
+
+
+def compile_decisions(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
+                      quant_scheme: str, float_precision: str | None = None
+                      ) -> tuple[list[Decision], dict[str, Any]]:
+    """The plan and the placed kernels it was costed from (what ``recost`` re-prices)."""
     float_precision = float_precision or SCHEME_PRECISION.get(quant_scheme, "fp32")
     uncosted = control_flow_nodes(graph, cfg.get("control_flow", "error"))
     kernels = fuse(graph, _enabled_patterns(cfg, profile),
@@ -131,7 +138,7 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
     decisions = decide(kernels, graph, profile, float_precision)
     placement, body = _place(decisions, _cost_plan(decisions, graph, profile, cfg), graph,
                              profile, cfg)
-    return {
+    return decisions, {
         "version": PLAN_VERSION,
         "graph": graph.name,
         "profile": profile.name,
@@ -143,6 +150,16 @@ def compile_graph(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
         "uncosted_ops": uncosted,
         **body,
     }
+
+
+def recost(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
+           cfg: DictConfig, fixed: Layout | None = None,
+           static: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The plan body (kernels, transfers, memory) of placed kernels on ``profile``: the
+    placement held, everything else priced as ``compile_graph`` prices it; ``fixed``, the
+    layout (``layout``) of a profile that differs only in prices, is reused, and so are
+    the kernels' ``static`` entries."""
+    return _cost_plan(decisions, graph, profile, cfg, fixed, static)
 
 
 def _place(decisions: list[Decision], greedy: dict[str, Any], graph: Graph,
@@ -175,17 +192,43 @@ def _serial_cycles(body: dict[str, Any]) -> int:
         sum(t["cycles"] for t in body["transfers"])
 
 
-def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
-               cfg: DictConfig) -> dict[str, Any]:
-    """Memory plan, weights, tiling and the cost of every kernel for the current targets."""
+# the SRAM bytes feature maps may take, by where the profile keeps the arena (None: all)
+ARENA_LIMIT = {"sram": None, "dram": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where the plan keeps things, which prices do not change: the activation buffers
+    (SRAM or DRAM), the weights cached on chip and the DRAM bytes of the streamed ones."""
+
+    buffers: list[memory_plan.Buffer]
+    weight_dram: list[int | None]
+    cached: int
+    sram_total: int
+    act_budget: int
+
+
+def layout(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
+           cfg: DictConfig) -> Layout:
     sram_total = int(profile.sram.size_kb * 1024)
     act_budget = int(sram_total * cfg.memory.sram_fraction)
     buffers = memory_plan.plan(_buffers(decisions, graph),
-                               None if profile.sram.holds_arena else act_budget)
+                               ARENA_LIMIT.get(profile.sram.arena, act_budget))
     weight_dram, cached = weight_dram_bytes(
         decisions, graph, profile, cfg.memory.weights,
         sram_total - memory_plan.arena_peak(buffers, "sram"))
-    weight_bytes = sum(d.work.weight_elems * WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
+    return Layout(buffers, weight_dram, cached, sram_total, act_budget)
+
+
+def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
+               cfg: DictConfig, fixed: Layout | None = None,
+               static: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Memory plan, weights, tiling and the cost of every kernel for the current targets
+    (``fixed``: the memory plan and weights already laid out; ``static``: the kernels'
+    price-independent plan entries, kept across calls)."""
+    lay = fixed or layout(decisions, graph, profile, cfg)
+    buffers, sram_total, act_budget = lay.buffers, lay.sram_total, lay.act_budget
+    weight_bytes = sum(d.work.held_weight_elems * WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
                        for d in decisions if d.target == NPU)
     tile_budget = max(sram_total - act_budget, 0)
     where = {b.tensor: b for b in buffers}
@@ -197,14 +240,14 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
             ctx = CostContext(
                 a_in_dram=any(where[t].memory == "dram" for t in d.kernel.inputs if t in where),
                 c_to_dram=any(where[t].memory == "dram" for t in d.kernel.outputs),
-                weight_bytes=weight_dram[i], tile_budget=tile_budget,
+                weight_bytes=lay.weight_dram[i], tile_budget=tile_budget,
                 tiling_mode=cfg.tiling.mode, objective=cfg.tiling.objective,
                 fixed_tiling=_fixed_tiling(d, cfg))
             cost, tiling, cores = npu_cost(d.work, d.kernel.name, running_ops(d.kernel),
                                            d.precision, profile, ctx, d.depthwise)
         else:
             cost = cpu_cost(d.work, d.precision, profile)
-        kernels.append(_kernel_entry(i, d, cost, tiling, cores, profile, producer))
+        kernels.append(_kernel_entry(i, d, cost, tiling, cores, profile, producer, static))
     return {
         "kernels": kernels,
         "transfers": _transfers(kernels, graph, profile),
@@ -213,8 +256,8 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
             "sram_bytes": sram_total, "activation_budget_bytes": act_budget,
             "weights": cfg.memory.weights,
             "weight_bytes": weight_bytes,
-            "cached_weight_bytes": cached,
-            "streamed_weight_bytes": weight_bytes - cached,
+            "cached_weight_bytes": lay.cached,
+            "streamed_weight_bytes": weight_bytes - lay.cached,
             "weight_dram_traffic_bytes": sum(k["cost"]["weight_dram_bytes"]
                                              for k in kernels),
             "tile_budget_bytes": tile_budget,
@@ -229,7 +272,23 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
 
 
 def _kernel_entry(i: int, d: Decision, cost: KernelCost, tiling: Tiling | None, cores: int,
-                  profile: HardwareProfile, producer: dict[str, int]) -> dict[str, Any]:
+                  profile: HardwareProfile, producer: dict[str, int],
+                  static: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The kernel's plan entry; ``static`` keeps the fields prices do not change across
+    calls (the batch evaluator re-prices the same kernels thousands of times)."""
+    base = static.get(i) if static is not None else None
+    if base is None:
+        base = _static_entry(i, d, profile, producer)
+        if static is not None:
+            static[i] = base
+    entry = dict(base)
+    entry.update(unit=cost.unit, cost=_cost_dict(cost), cores=cores,
+                 tiling=None if tiling is None else dataclasses.asdict(tiling))
+    return entry
+
+
+def _static_entry(i: int, d: Decision, profile: HardwareProfile, producer: dict[str, int]
+                  ) -> dict[str, Any]:
     g = d.work.gemm
     return {
         "id": i, "name": d.kernel.name, "ops": [n.name for n in d.kernel.nodes],
@@ -237,12 +296,11 @@ def _kernel_entry(i: int, d: Decision, cost: KernelCost, tiling: Tiling | None, 
         "composite": d.kernel.composite, "family": spec_for(d.kernel.anchor).family,
         "target": d.target, "precision": d.precision,
         "layout": profile.layout if d.target == NPU else profile.host.layout,
-        "unit": cost.unit, "macs": d.work.macs, "depthwise": d.depthwise,
+        "unit": None, "macs": d.work.macs, "depthwise": d.depthwise,
         "gemm": None if g is None else {"m": g.m, "k": g.k, "n": g.n, "groups": g.groups},
-        "tiling": None if tiling is None else dataclasses.asdict(tiling),
-        "cores": cores, "inputs": d.kernel.inputs, "outputs": d.kernel.outputs,
+        "tiling": None, "cores": 1, "inputs": d.kernel.inputs, "outputs": d.kernel.outputs,
         "deps": sorted({producer[t] for t in d.kernel.inputs if t in producer}),
-        "cost": _cost_dict(cost),
+        "cost": None,
         "checks": [{"node": n, "rule": r.rule, "text": r.text, "passed": r.passed,
                     "detail": r.detail} for n, r in d.checks],
         "moved_by_optimizer": d.moved_by_optimizer,

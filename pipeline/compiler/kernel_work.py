@@ -16,6 +16,7 @@ from dataclasses import replace
 from hardware.channel_padding import pad_gemm
 from hardware.dilation import expanded_taps
 from ops.activation import OPS_PER_ELEMENT
+from ops.conv_lowering import Lowering, run_outputs
 from ops.elementwise import INTEGER_OPS_PER_ELEMENT
 from ops.graph import Graph
 from ops.quant import node_precision
@@ -51,6 +52,7 @@ def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32",
     whose epilogue applies one of them is marked (``Work.lut_activation``)."""
     works = [work_of(n, graph) for n in kernel.nodes]
     consts = sum(w.weight_elems for w in works)
+    unread = sum(w.unread_weight_elems for w in works)
     ins = sum(graph.tensors[t].size for t in kernel.inputs)
     outs = sum(graph.tensors[t].size for t in kernel.outputs)
     anchor = works[0]
@@ -66,21 +68,56 @@ def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32",
     unit = VECTOR if VECTOR in units else MEMORY if MEMORY in units else FREE
     return Work(unit, vector_ops=sum(w.vector_ops for w in works)
                 + _integer_extra_ops(kernel, graph, precision), input_elems=ins,
-                weight_elems=consts, output_elems=outs)
+                weight_elems=consts, output_elems=outs, unread_weight_elems=unread)
 
 
-def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int, tap_channels: int = 0
-            ) -> Work:
+def lowered(work: Work, kernel: Kernel, graph: Graph, lowering: Lowering) -> Work:
+    """A convolution as the compiler rewrote it (``ops.conv_lowering``): the array computes
+    the output grid at the run stride (``macs`` stays the useful count), and the extra
+    passes move bytes: each kernel part reads its slice (Slice writes it, the part reads
+    it) and all but the first read and write a partial sum; a run stride's grid is written
+    and read back by the 1x1 select that keeps its every few outputs; space-to-depth reads
+    and writes the input once."""
+    if not lowering.rewritten or work.gemm is None:
+        return work
+    node = kernel.anchor
+    n, cout = graph.tensors[node.inputs[0]].shape[0], graph.tensors[node.outputs[0]].shape[1]
+    grid = run_outputs(node, graph, lowering)
+    run_m = n * math.prod(grid)
+    x = graph.tensors[node.inputs[0]].size
+    reads = writes = 0
+    if lowering.space_to_depth:
+        reads, writes = x, x
+    if lowering.parts > 1:
+        reads += 2 * lowering.parts * x
+        writes += lowering.parts * x
+    partial = cout * run_m
+    if lowering.run_strides:  # every part's grid written, read back by its select
+        reads += lowering.parts * partial
+        writes += lowering.parts * partial
+        partial = work.output_elems
+    reads += (lowering.parts - 1) * partial  # the sums
+    writes += (lowering.parts - 1) * partial
+    return replace(work, gemm=replace(work.gemm, m=run_m, width=grid[-1]),
+                   input_elems=work.input_elems + reads,
+                   output_elems=work.output_elems + writes)
+
+
+def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int, tap_channels: int = 0,
+            lowering: Lowering | None = None) -> Work:
     """Pad channels to the NPU's multiple (``hardware.channel_padding``): the GEMM (so
     compute cycles) and the bytes grow; ``macs`` stays the useful count, so utilization
     shows the waste. Inputs the host wrote (graph inputs) stay unpadded in DRAM: the
     padding happens as the NPU loads them, so their DRAM bytes are the tensors' own
-    (``input_dram_ratio``)."""
+    (``input_dram_ratio``). A convolution lowered to space-to-depth reads Cin x k x k
+    contiguous channels in one tap."""
     if (alignment <= 1 and tap_channels <= 1) or work.gemm is None:
         return work
     g = work.gemm
     cin = graph.tensors[kernel.anchor.inputs[0]].shape[1] \
         if kernel.anchor.op_type == "Conv" else None
+    if cin is not None and lowering is not None and lowering.space_to_depth:
+        cin = g.k
     padded = pad_gemm(g, alignment, tap_channels, cin)
     host_written = bool(kernel.inputs) and all(t in graph.inputs for t in kernel.inputs)
     return replace(

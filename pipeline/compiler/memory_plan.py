@@ -47,7 +47,7 @@ def _first_fit(buffer: Buffer, placed: list[Buffer], limit: int | None) -> int |
 
 def plan(buffers: list[Buffer], sram_limit: int | None) -> list[Buffer]:
     """Assign memory and offsets in place (deterministic: ties broken by tensor name);
-    ``sram_limit`` None: the SRAM holds the whole arena (``Sram.holds_arena``)."""
+    ``sram_limit`` None: the SRAM holds the whole arena (``Sram.arena: sram``)."""
     order = sorted(buffers, key=lambda b: (-b.size, b.start, b.tensor))
     placed: dict[str, list[Buffer]] = {"sram": [], "dram": []}
     for b in order:

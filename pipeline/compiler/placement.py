@@ -22,6 +22,7 @@ from hardware.cost import WIDTHS
 from hardware.host import layout_conversion_seconds, link_seconds
 from hardware.profile import PRECISIONS, HardwareProfile
 from ops.constraints import CheckResult
+from ops.conv_lowering import conv_lowering
 from ops.graph import Graph, Node
 from ops.support import check_node
 from ops.work import Work
@@ -33,6 +34,7 @@ from pipeline.compiler.kernel_work import (
     dilated,
     kernel_precision,
     kernel_work,
+    lowered,
     mean_on_engine,
 )
 
@@ -120,11 +122,15 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
               from_split: bool, checks: list | None = None) -> Decision:
     precision = kernel_precision(kernel, graph, float_precision)
     checks = checks if checks is not None else check_kernel(kernel, graph, profile, precision)
-    # the work as this NPU runs it: a wide dilation as a zero-dilated kernel, channels
+    # the work as this NPU runs it: a wide dilation as a zero-dilated kernel, a large
+    # kernel or stride as the compiler rewrote it, channels
     # padded to its multiple, a spatial mean on its depthwise engine, a concat in place
     work = kernel_work(kernel, graph, precision, frozenset(profile.epilogue.lut_activations))
-    work = aligned(dilated(work, kernel, graph, profile.mac_array.hardware_dilation), kernel,
-                   graph, profile.channel_alignment, profile.mac_array.tap_channels)
+    lowering = conv_lowering(kernel.anchor, graph, profile.ops.get(kernel.anchor.op_type) or {})
+    work = lowered(dilated(work, kernel, graph, profile.mac_array.hardware_dilation), kernel,
+                   graph, lowering)
+    work = aligned(work, kernel, graph, profile.channel_alignment,
+                   profile.mac_array.tap_channels, lowering)
     work = mean_on_engine(work, kernel, graph, profile.mac_array.depthwise.spatial_means)
     work = concat_in_place(work, kernel, profile.concat_in_place)
     d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split,

@@ -52,11 +52,12 @@ def weight_dram_bytes(decisions: list[Decision], graph: Graph, profile: Hardware
         policy, min(profile.weights.cache_kb * 1024, free_sram))
     cached, out = 0, []
     for d in decisions:
-        raw = d.work.weight_elems * WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
+        width = WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
+        raw, held = d.work.weight_elems * width, d.work.held_weight_elems * width
         if d.target != NPU or raw == 0:
             out.append(None)
-        elif cached + raw <= capacity:
-            cached += raw
+        elif cached + held <= capacity:  # a table is cached whole or not at all
+            cached += held
             out.append(0)
         else:
             out.append(_streamed_bytes(d, graph, profile, raw))

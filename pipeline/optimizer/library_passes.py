@@ -46,12 +46,15 @@ def _portable(before: onnx.ModelProto, model: onnx.ModelProto, name: str) -> onn
     return drop_unused_opsets(model)
 
 
-# passes that leave their input unmodified: the optimize loop gives them no copy
+# passes that leave their input unmodified: the optimize loop gives them no copy (npuflow's
+# own run on a weightless copy, registry.PASSES)
 # (tests/test_optimize.py checks this on old- and new-IR models)
-PURE = frozenset({"onnxslim", "ort_basic"})
+PURE = frozenset({"onnxslim", "ort_basic", "fold_shape_chains", "remove_noops",
+                  "flatten_gemm_bias", "fuse_gelu", "fuse_silu"})
 
 
 def onnxslim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnxslim: constant folding, dead-code and redundant-node removal, shape cleanup."""
     import onnxslim
 
     saved = onnx.GraphProto()  # slim's freeze() drops initializer inputs in place
@@ -67,6 +70,7 @@ def onnxslim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def ort_basic_pass(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnxruntime's basic graph optimizations (constant folding, redundant nodes)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "basic.onnx")
         options = ort.SessionOptions()
@@ -81,6 +85,7 @@ def ort_basic_pass(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def onnxsim_pass(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnx-simplifier (optional extra npuflow[onnxsim]), checked by its own validation."""
     try:
         import onnxsim
     except ImportError as exc:

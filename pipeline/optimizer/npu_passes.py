@@ -54,6 +54,8 @@ def _is_scalar(graph: onnx.GraphProto, name: str, value: float) -> bool:
 
 
 def fold_shape_chains(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Chains of Reshape / Flatten / Squeeze / Unsqueeze collapsed into one reshape to the
+    final static shape (or removed when it is the input's shape)."""
     g = model.graph
     changed = True
     while changed:
@@ -89,6 +91,8 @@ def fold_shape_chains(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def remove_noops(model: onnx.ModelProto) -> onnx.ModelProto:
+    """No-ops removed: Identity, inference Dropout, identity Transpose, Cast to the same
+    type, Reshape to the same shape, one-input Sum (a two-input Sum becomes an Add)."""
     g = model.graph
     shapes = static_shapes(model)
     inferred = onnx.shape_inference.infer_shapes(skeleton(model)).graph
@@ -197,10 +201,12 @@ def _fuse(model: onnx.ModelProto, op: str, match) -> onnx.ModelProto:
 
 
 def fuse_gelu(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The erf and tanh GELU subgraphs fused into one Gelu (opset 20+) node."""
     return _fuse(model, "Gelu", lambda n, cons: _match_gelu(model.graph, n, cons))
 
 
 def fuse_silu(model: onnx.ModelProto) -> onnx.ModelProto:
+    """x * Sigmoid(x) fused into one Swish (SiLU) node."""
     return _fuse(model, "Swish", _match_silu)
 
 

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from pipeline import user_code
 from pipeline.errors import UserError
 from pipeline.optimizer import library_passes, npu_passes
+from pipeline.optimizer.graph_edit import on_weightless
 
 Pass = Callable[[onnx.ModelProto], onnx.ModelProto]
 
@@ -20,11 +21,13 @@ PASSES: dict[str, Pass] = {
     "onnxslim": library_passes.onnxslim_pass,
     "ort_basic": library_passes.ort_basic_pass,
     "onnxsim": library_passes.onnxsim_pass,
-    "fold_shape_chains": npu_passes.fold_shape_chains,
-    "remove_noops": npu_passes.remove_noops,
-    "flatten_gemm_bias": npu_passes.flatten_gemm_bias,
-    "fuse_gelu": npu_passes.fuse_gelu,
-    "fuse_silu": npu_passes.fuse_silu,
+    # npuflow's own passes touch nodes, scalars, biases and shape constants only: run on
+    # the model without its weights' payloads (graph_edit.on_weightless), pure
+    "fold_shape_chains": on_weightless(npu_passes.fold_shape_chains),
+    "remove_noops": on_weightless(npu_passes.remove_noops),
+    "flatten_gemm_bias": on_weightless(npu_passes.flatten_gemm_bias),
+    "fuse_gelu": on_weightless(npu_passes.fuse_gelu),
+    "fuse_silu": on_weightless(npu_passes.fuse_silu),
 }
 
 

@@ -16,7 +16,7 @@ import fnmatch
 import functools
 import logging
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,7 @@ from ops.graph import QDQ_OPS
 from ops.quant import WEIGHTED_OPS
 from pipeline import onnx_io
 from pipeline.errors import UserError
+from pipeline.terminal import task
 
 log = logging.getLogger(__name__)
 COMPUTE_OPS = WEIGHTED_OPS
@@ -180,9 +181,10 @@ class PrefetchedSession:
     ``run`` once per feed, in order, and keep every output; they get the same outputs in
     the same order, so the ranges are bit-identical and the loop uses every core."""
 
-    def __init__(self, session: ort.InferenceSession, feeds: list[dict]) -> None:
+    def __init__(self, session: ort.InferenceSession, feeds: list[dict],
+                 step: Callable[[], None] | None = None) -> None:
         self._session = session
-        self._outputs = iter(onnx_io.run_all(session, feeds, "calibration"))
+        self._outputs = iter(onnx_io.run_all(session, feeds, "calibration", step))
 
     def run(self, output_names, feed) -> list[np.ndarray]:
         return next(self._outputs)
@@ -207,7 +209,8 @@ def calibrate(model_path: Path, feeds: list[dict], cfg: DictConfig, cache: Path)
         session = ort.InferenceSession(
             calibrator.augmented_model_path,
             onnx_io.session_options(optimized=False), providers=["CPUExecutionProvider"])
-        calibrator.infer_session = PrefetchedSession(session, feeds)
+        with task("quantize: calibration batches", len(feeds)) as step:
+            calibrator.infer_session = PrefetchedSession(session, feeds, step)
         calibrator.collect_data(ListReader(feeds))
         ranges = calibrator.compute_data()
     # onnxruntime collects the tensors from a set: sorted, the cache file is the same bytes

@@ -34,7 +34,8 @@ from typing import Any
 
 from hardware.energy import static_energy_pj
 from hardware.profile import HardwareProfile
-from hardware.timeline import Task
+from hardware.timeline import Task, schedule
+from pipeline.simulator.replay import FrameCosts, build
 
 CATEGORIES = ("preprocess", "graph_io", "layout_conversion", "transfer", "npu",
               "cpu_fallback", "postprocess")
@@ -84,6 +85,17 @@ def latency_metrics(plan: dict[str, Any], tasks: list[Task], makespan: int,
         "npu_busy_ms": parts["npu"],
         "cold_start_ms": makespan / khz + cold_start_extra_ms(plan, profile),
     }
+
+
+def inference_metrics(plan: dict[str, Any], profile: HardwareProfile
+                      ) -> tuple[list[Task], int, dict[str, Any]]:
+    """One inference replayed and scheduled: its tasks, makespan and headline metrics
+    (the simulate stage's and the batch evaluator's one definition)."""
+    single = build(plan, profile, 1, 1, FrameCosts(0, 0))
+    makespan = schedule(single)
+    metrics = latency_metrics(plan, single, makespan, profile)
+    metrics.update(latency_band(metrics["latency_ms"], profile))
+    return single, makespan, metrics
 
 
 def latency_band(latency_ms: float, profile: HardwareProfile) -> dict[str, Any]:

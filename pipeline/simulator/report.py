@@ -10,15 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from hardware.cost import bytes_per_cycle
 from hardware.profile import HardwareProfile
 from hardware.timeline import Task
-from pipeline.artifacts import save_figure, write_csv
+from pipeline.artifacts import pyplot, save_figure, write_csv
 
 LAYER_COLUMNS = ("kernel", "ops", "target", "precision", "macs", "compute_cycles",
                  "memory_cycles", "overhead_cycles", "total_cycles", "bound", "dram_bytes",
@@ -54,6 +49,7 @@ def write_layers_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def plot_timeline(tasks: list[Task], path: Path, frequency_mhz: float, title: str) -> None:
+    plt = pyplot()
     lanes = sorted({t.resource for t in tasks})
     fig, ax = plt.subplots(figsize=(12, 1.2 + 0.6 * len(lanes)))
     scale = 1 / (frequency_mhz * 1e3)  # cycles -> ms
@@ -111,6 +107,7 @@ def roofline_points(plan: dict[str, Any], profile: HardwareProfile
 def plot_roofline(plan: dict[str, Any], profile: HardwareProfile, path: Path) -> None:
     """Each NPU kernel at (MACs per DRAM byte, achieved MACs per cycle) under its unit's
     roofs: peak MACs (or vector lanes) per cycle and DRAM bytes/cycle x intensity."""
+    plt = pyplot()
     pts, roofs, bw = roofline_points(plan, profile)
     fig, ax = plt.subplots(figsize=(7, 5))
     lo = min([p.intensity for p in pts] + [0.1]) / 2
@@ -150,6 +147,7 @@ def short_label(name: str, width: int = 48) -> str:
 
 
 def plot_layers(rows: list[dict[str, Any]], path: Path, top: int = 15) -> None:
+    plt = pyplot()
     rows = sorted(rows, key=lambda r: -r["total_cycles"])[:top][::-1]
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
     names = [f"{short_label(r['kernel'])} ({r['target']})" for r in rows]

@@ -13,14 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from hardware.profile import HardwareProfile
 from hardware.thermal import PowerMode, SustainedRun, frame_from_kernels, run
-from pipeline.artifacts import save_figure, write_csv
+from pipeline.artifacts import pyplot, save_figure, write_csv
 
 COLUMNS = ("time_s", "temperature_c", "frequency_mhz", "latency_ms", "power_w", "frames")
 
@@ -67,6 +62,7 @@ def _rows(result: SustainedRun) -> list[dict[str, Any]]:
 
 
 def _plot(result: SustainedRun, profile: HardwareProfile, mode: PowerMode, path: Path) -> None:
+    plt = pyplot()
     t = [s.time_s for s in result.samples]
     fig, axes = plt.subplots(4, 1, figsize=(8, 8), sharex=True)
     series = [("temperature (°C)", [s.temperature_c for s in result.samples]),

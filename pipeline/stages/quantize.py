@@ -10,17 +10,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import onnx
 from omegaconf import DictConfig, OmegaConf
 from onnx import shape_inference
 
 from pipeline import memory_budget, onnx_io
 from pipeline import metrics as metric_components
-from pipeline.artifacts import save_figure, write_csv, write_json
+from pipeline.artifacts import pyplot, save_figure, write_csv, write_json
 from pipeline.datasets import loaders
 from pipeline.errors import UserError
 from pipeline.interrupt import worker_pool
@@ -238,6 +234,7 @@ class QuantizeStage(Stage):
 
     @staticmethod
     def _plot_layers(rows: list[dict], path: Path) -> None:
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(11, 4))
         xs = range(len(rows))
         ax.plot(xs, [r["cosine"] if r["cosine"] is not None else float("nan") for r in rows],
@@ -256,6 +253,7 @@ class QuantizeStage(Stage):
 
     @staticmethod
     def _plot_curve(curve: list[dict], judge: Evaluator, path: Path) -> None:
+        plt = pyplot()
         key = judge.objective_key if judge.labelled else "output_cosine"
         fig, ax = plt.subplots(figsize=(6.5, 4))
         kept = [p for p in curve if p["kept"]]

@@ -15,7 +15,7 @@ from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import read_csv, write_json, write_text
 from pipeline.errors import UserError
 from pipeline.simulator import plots, report, sustained
-from pipeline.simulator.metrics import breakdown_ms, latency_band, latency_metrics
+from pipeline.simulator.metrics import breakdown_ms, inference_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
 from pipeline.simulator.trace import chrome_trace
 from pipeline.stages.base import Stage, StageInputs, StageResult
@@ -53,10 +53,7 @@ class SimulateStage(Stage):
         costs = FrameCosts(math.ceil(sim.preprocess_ms * 1e-3 * hz),
                            math.ceil(sim.postprocess_ms * 1e-3 * hz))
 
-        single = build(plan, profile, 1, 1, FrameCosts(0, 0))
-        makespan = schedule(single)
-        metrics = latency_metrics(plan, single, makespan, profile)
-        metrics.update(latency_band(metrics["latency_ms"], profile))
+        single, _, metrics = inference_metrics(plan, profile)
 
         frames = build(plan, profile, sim.frames, sim.pipeline_depth, costs)
         span = schedule(frames)
@@ -89,7 +86,8 @@ class SimulateStage(Stage):
         write_json(out_dir / "trace.json", chrome_trace(
             plan, {"single inference": single + dma, "throughput run": frames},
             profile.frequency_mhz, {single[i].name for i in critical},
-            read_csv(out_dir / "sustained.csv") if sim.sustained.seconds > 0 else None))
+            read_csv(out_dir / "sustained.csv") if sim.sustained.seconds > 0 else None),
+            compact=True)
         self._print(metrics, parts)
         return StageResult(metrics)
 

@@ -1,0 +1,141 @@
+"""Finding things: ``npuflow describe``, did-you-mean for misspelt keys and options, a short
+``--help``, ``--config-dir`` anywhere, and a terminal without other libraries' noise."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import pytest
+import yaml
+
+from hardware.profile import HardwareProfile, Sram
+from pipeline import describe
+from pipeline.cli import options_first
+from pipeline.terminal import OwnRecords
+from tests.conftest import CONF, error_lines, run_cli, run_inprocess
+
+
+def test_the_groups_and_each_group_s_options_come_from_conf():
+    text = describe.render(None)
+    for folder in CONF.iterdir():
+        if folder.is_dir() and folder.name != "hydra":
+            assert f"\n  {folder.name} " in text
+    profiles = describe.render("hardware")
+    for path in (CONF / "hardware").glob("*.yaml"):
+        description = yaml.safe_load(path.read_text())["description"]
+        assert f"  {path.stem} " in profiles and description in profiles
+
+
+def test_stages_and_passes_list_what_the_registries_hold():
+    from pipeline.optimizer.registry import PASSES
+
+    passes = describe.render("passes")
+    assert all(f"  {name} " in passes + " " for name in PASSES)
+    assert "collapsed" in passes  # fold_shape_chains' own docstring, through its wrapper
+    stages = describe.render("stages")
+    assert "pipeline.stages.compile.CompileStage: Compile:" in stages
+
+
+def test_a_key_is_explained_from_its_schema_field():
+    text = describe.render("hardware.sram.size_kb")
+    field = {f.name: f for f in dataclasses.fields(Sram)}["size_kb"]
+    assert "type: float" in text and "unit: KB" in text
+    assert f"allowed: {field.metadata['range'].text()}" in text
+    assert "default: 1024.0" in text  # rk3588's, the default composition's profile
+    comment = describe.render("hardware.mac_array.output_per_cycle")
+    assert "NVDLA's SDP" in comment  # the comment above the field in hardware/profile.py
+    assert "one of auto | fixed" in describe.render("compile.tiling.mode")
+    assert "an entry of hardware.ops" in describe.render("hardware.ops.Conv")
+    assert describe.field_docs(HardwareProfile)  # comments are found at all
+
+
+@pytest.mark.parametrize("typed,expected", [
+    ("compile.tilling", "compile.tiling"), ("hardware.sram.sise_kb", "hardware.sram.size_kb"),
+    ("hardwre", "hardware")])
+def test_describe_suggests_the_closest_keys(typed, expected):
+    code, lines, _ = run_inprocess(typed, main=lambda: describe.main(None))
+    assert code == 2 and len(lines) == 1 and "did you mean" in lines[0]
+    assert expected in lines[0].split("did you mean", 1)[1]
+
+
+@pytest.mark.parametrize("override,expected", [
+    ("compile.tilling.mode=fixed", "compile.tiling"),
+    ("+compile.tilling.mode=fixed", "compile.tiling"),  # Hydra's + would add it silently
+    ("hardware=rk358", "rk3588"),
+    ("compile.tiling.tile_mm=8", "compile.tiling.tile_m"),
+])
+def test_a_misspelt_override_is_one_line_with_a_suggestion(override, expected):
+    code, lines, _ = run_inprocess(override, "stages.order=[export]")
+    assert code == 2 and len(lines) == 1, lines
+    assert "did you mean" in lines[0] and expected in lines[0].split("did you mean", 1)[1]
+
+
+def test_help_is_short_and_points_at_describe():
+    proc = run_cli("--help")
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) < 25
+    assert "npuflow describe KEY" in proc.stdout
+    described = run_cli("describe", "quant.scheme")
+    assert described.returncode == 0 and "one of none | fp16 | int8" in described.stdout
+
+
+def test_config_dir_may_come_after_the_overrides(tmp_path):
+    assert options_first(["quant=int8", "--config-dir", "D", "-m", "x=1", "--config-name=c"]) \
+        == ["--config-dir", "D", "--config-name=c", "quant=int8", "-m", "x=1"]
+    (tmp_path / "hardware").mkdir()
+    (tmp_path / "hardware" / "mine.yaml").write_text(
+        (CONF / "hardware" / "rk3588.yaml").read_text().replace("name: rk3588", "name: mine"))
+    proc = run_cli("model=digits_mlp", "data=digits", "hardware=mine", "--config-dir",
+                   str(tmp_path), "stages.order=[export]", f"hydra.run.dir={tmp_path / 'r'}")
+    assert proc.returncode == 0, error_lines(proc)
+
+
+def test_the_terminal_shows_npuflow_s_records_and_anyone_s_errors():
+    keep = OwnRecords()
+
+    def record(name: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, "x", None, None)
+
+    assert keep.filter(record("pipeline.stages.quantize", logging.INFO))
+    assert keep.filter(record("npuflow", logging.WARNING))
+    assert not keep.filter(record("root", logging.INFO))  # onnxruntime.quantization's lines
+    assert not keep.filter(record("py.warnings", logging.WARNING))
+    assert keep.filter(record("onnx_ir", logging.ERROR))
+
+
+def test_a_quantizer_s_chatter_goes_to_the_log_file_not_the_terminal(tmp_path):
+    """BERT's shared biases make onnxruntime's quantizer log "Created a copy of bias" on the
+    root logger: the run's npuflow.log has it, the terminal does not."""
+    run = tmp_path / "run"
+    proc = run_cli("model=bert_encoder", "quant=int8", "data.calibration_size=2",
+                   "data.eval_size=2", "stages.order=[export,optimize,quantize]",
+                   f"hydra.run.dir={run}", "run.cache=false")
+    assert proc.returncode == 0, error_lines(proc)
+    assert "Created a copy of bias" in (run / "npuflow.log").read_text()
+    assert "Created a copy of bias" not in proc.stdout + proc.stderr
+
+
+def test_a_long_loop_without_a_terminal_logs_a_line_per_tenth_with_what_is_left():
+    from pipeline.terminal import logged
+
+    lines: list[str] = []
+    with logged("calibration batches", 20, lambda form, *a: lines.append(form % a)) as step:
+        for _ in range(20):
+            step()
+    assert len(lines) == 10
+    assert lines[0].startswith("calibration batches: 2/20 (10%)") and "s left" in lines[0]
+    assert lines[-1].startswith("calibration batches: 20/20 (100%)")
+    unknown: list[str] = []
+    with logged("fitting", None, lambda form, *a: unknown.append(form % a)) as step:
+        for _ in range(25):
+            step()
+    assert [line.split(",")[0] for line in unknown] == ["fitting: 10 done", "fitting: 20 done"]
+
+
+def test_a_sweep_says_how_far_it_is(tmp_path):
+    proc = run_cli("-m", "model=digits_mlp", "data=digits", "compile.tiling.tile_m=16,32",
+                   "stages.order=[export,optimize,compile,simulate]", "quant=none",
+                   f"hydra.sweep.dir={tmp_path / 's'}", f"run.cache_dir={tmp_path / 'c'}")
+    assert proc.returncode == 0, error_lines(proc)
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("sweep: ")]
+    assert progress[-1].startswith("sweep: 2/2 (100%)"), proc.stderr
