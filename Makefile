@@ -18,7 +18,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: install install-test run test lint clean
+.PHONY: install install-test run test test-fast lint clean
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
@@ -30,6 +30,9 @@ lint: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test lint   ## set up and pass the tests
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(VENV)/.installed-test   ## the in-process tier: no subprocesses, services or fits
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf outputs multirun .npuflow-cache

@@ -117,14 +117,29 @@ def _page(title: str, sections: list[str]) -> str:
             f"<h1>{_e(title)}</h1>{''.join(sections)}<script>{SCRIPT}</script></body></html>")
 
 
+def why_on_cpu(kernel: dict[str, Any]) -> str:
+    """A CPU kernel's reason: the first NPU rule it failed, or the min-cut's trade (every
+    rule passed, but the whole plan is faster with the transfers it saves)."""
+    if kernel["target"] != "cpu":
+        return ""
+    failed = next((c for c in kernel["checks"] if not c["passed"]), None)
+    if failed is not None:
+        return f"{failed['text']} ({failed.get('detail') or ''})"
+    if kernel.get("moved_by_optimizer"):
+        npu, cpu = kernel.get("npu_estimate_cycles"), kernel.get("cpu_estimate_cycles")
+        costs = (f": {cpu:,.0f} CPU cycles against {npu:,.0f} on the NPU plus the "
+                 "transfers either side" if npu is not None and cpu is not None else "")
+        return ("moved by compile.placement=optimal (every NPU rule passes; the plan is "
+                f"faster without the NPU<->CPU transfers it would need){costs}")
+    return ""
+
+
 def _placement(plan: dict[str, Any]) -> str:
     rows = []
     for k in plan["kernels"]:
-        failed = next((c for c in k["checks"] if not c["passed"]), None)
         rows.append({"kernel": k["name"], "ops": "+".join(k["op_types"]), "target": k["target"],
                      "precision": k["precision"], "cycles": k["cost"]["total_cycles"],
-                     "why on the CPU": "" if failed is None or k["target"] != "cpu" else
-                     f"{failed['text']} ({failed.get('detail') or ''})", "cls": k["target"]})
+                     "why on the CPU": why_on_cpu(k), "cls": k["target"]})
     return _table(rows, ["kernel", "ops", "target", "precision", "cycles", "why on the CPU"],
                   "placement", left=("kernel", "ops", "target", "why on the CPU"),
                   row_class="cls")

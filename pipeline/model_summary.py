@@ -23,10 +23,17 @@ _NON_PARAMETER_INPUTS = {
 
 def count_parameters(model: onnx.ModelProto) -> int:
     """Learnable parameters, counted as torchvision does (BN running stats and scalar
-    constants such as epsilon, clip bounds or a 1/sqrt(d) scale are not parameters)."""
+    constants such as epsilon, clip bounds or a 1/sqrt(d) scale are not parameters).
+    Weights held in Constant nodes count as initializers do (paddle2onnx writes every
+    weight of PaddleOCR's models that way)."""
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
               onnx.TensorProto.BFLOAT16}
     inits = {i.name: i for i in model.graph.initializer if i.data_type in floats}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None and value.data_type in floats:
+                inits.setdefault(node.output[0], value)
     excluded = set()
     for node in model.graph.node:
         for idx in _NON_PARAMETER_INPUTS.get(node.op_type, ()):

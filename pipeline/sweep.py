@@ -84,10 +84,23 @@ def _accuracy(row: dict[str, Any]) -> float | None:
     return value if value is not None else row.get("output_cosine")
 
 
+PROXY_RESOLUTION = 1e-3  # output cosines closer than this are the same accuracy
+
+
+def _ranked_accuracy(row: dict[str, Any]) -> float:
+    """The accuracy the front compares. Without labels it is the output cosine, a proxy:
+    cosines are compared to 3 decimals, so an fp16 point at 1.0000 is not "more accurate"
+    than an int8 one at 0.9996 and its 5x latency keeps it off the front."""
+    value = _accuracy(row) or 0.0
+    if row.get("accuracy") is None and row.get("accuracy_top1") is None:
+        return round(value / PROXY_RESOLUTION) * PROXY_RESOLUTION
+    return value
+
+
 def pareto(rows: list[dict[str, Any]]) -> list[bool]:
-    """Non-dominated points: minimise latency and energy, maximise accuracy (when known).
-    A point that did not run is on no front."""
-    pts = [(r.get("latency_ms"), r.get("energy_mj"), -(_accuracy(r) or 0.0)) for r in rows]
+    """Non-dominated points: minimise latency and energy, maximise accuracy (when known;
+    a proxy compared at its resolution). A point that did not run is on no front."""
+    pts = [(r.get("latency_ms"), r.get("energy_mj"), -_ranked_accuracy(r)) for r in rows]
 
     def dominates(p: tuple, q: tuple) -> bool:
         return all(a <= b for a, b in zip(p, q, strict=True)) and p != q
@@ -134,29 +147,51 @@ def _spans_a_decade(pts: list[tuple]) -> bool:
     return any(max(p[i] for p in pts) >= 10 * min(p[i] for p in pts) for i in (0, 1))
 
 
+def _accuracy_name(rows: list[dict[str, Any]]) -> str:
+    """Which figure ``_accuracy`` took (the same for every row of one sweep)."""
+    for key, name in (("accuracy", "the eval objective"), ("accuracy_top1", "top-1"),
+                      ("output_cosine", "output cosine vs fp32 (no labels: a proxy)")):
+        if any(r.get(key) is not None for r in rows):
+            return name
+    return "none"
+
+
 def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
+    """Latency against energy, coloured by accuracy (no colour bar when every point has the
+    same), the Pareto front ringed and labelled with its jobs, the legend outside the
+    data."""
     plt = pyplot()
-    pts = [(r["latency_ms"], r["energy_mj"], _accuracy(r), f)
+    pts = [(r["latency_ms"], r["energy_mj"], _accuracy(r), f, r.get("job", ""))
            for r, f in zip(rows, flags, strict=True)
            if r.get("latency_ms") is not None and r.get("energy_mj") is not None]
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    accuracy = _accuracy_name(rows)
     if pts:
         colour = [p[2] if p[2] is not None else 0.0 for p in pts]
-        sc = ax.scatter([p[0] for p in pts], [p[1] for p in pts], c=colour, cmap="viridis",
-                        s=40)
-        fig.colorbar(sc, ax=ax, label="accuracy (top-1 or output cosine)")
+        varies = max(colour) - min(colour) > 1e-9
+        sc = ax.scatter([p[0] for p in pts], [p[1] for p in pts],
+                        c=colour if varies else "#1f77b4", cmap="viridis" if varies else None,
+                        s=40, label="points")
+        if varies:
+            fig.colorbar(sc, ax=ax, label=f"accuracy: {accuracy}")
         front = [p for p in pts if p[3]]
         ax.scatter([p[0] for p in front], [p[1] for p in front], s=220, facecolors="none",
                    edgecolors="#d62728", linewidths=1.5,
-                   label="Pareto-optimal (latency, energy, accuracy)")
-        ax.legend()
+                   label="Pareto-optimal (latency, energy"
+                   + (", accuracy)" if varies else ")"))
+        for p in front:
+            ax.annotate(f"#{p[4]}", (p[0], p[1]), xytext=(6, 6), textcoords="offset points",
+                        fontsize=8, color="#d62728")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
         positive = all(p[0] > 0 for p in pts) and all(p[1] > 0 for p in pts)
         if positive and _spans_a_decade(pts):  # linear axes buried the small points
             ax.set_xscale("log")
             ax.set_yscale("log")
+    same = pts and max(p[2] or 0.0 for p in pts) - min(p[2] or 0.0 for p in pts) <= 1e-9
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("energy per inference (mJ)")
-    ax.set_title(f"sweep: {len(rows)} points")
+    ax.set_title(f"sweep: {len(rows)} points; accuracy: {accuracy}"
+                 + (f"\n{pts[0][2] or 0.0:.4g} at every point" if same else ""), fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
 

@@ -139,3 +139,94 @@ def test_a_sweep_says_how_far_it_is(tmp_path):
     assert proc.returncode == 0, error_lines(proc)
     progress = [line for line in proc.stderr.splitlines() if line.startswith("sweep: ")]
     assert progress[-1].startswith("sweep: 2/2 (100%)"), proc.stderr
+
+
+def test_top1_agreement_only_where_outputs_are_class_scores():
+    import numpy as np
+
+    from pipeline.quantization.evaluation import Evaluator
+
+    rng = np.random.default_rng(0)
+    logits = [rng.normal(size=(1, 10)).astype(np.float32) for _ in range(4)]
+    hidden = [rng.normal(size=(1, 128, 64)).astype(np.float32) for _ in range(4)]
+    classifier = Evaluator(logits, None, None, None)
+    encoder = Evaluator(hidden, None, None, None)
+    assert classifier.scores(logits)["top1_agreement"] == 1.0
+    noisy = [h + rng.normal(scale=0.1, size=h.shape).astype(np.float32) for h in hidden]
+    scores = encoder.scores(noisy)
+    assert "top1_agreement" not in scores and 0.99 < scores["output_cosine"] < 1.0
+    assert encoder.drop_points(scores) == pytest.approx(100 * (1 - scores["output_cosine"]))
+
+
+def test_a_float_model_at_chance_is_called_out():
+    import numpy as np
+
+    from pipeline.quantization.evaluation import Evaluator
+
+    logits = [np.zeros((1, 10), np.float32)]
+    judge = Evaluator(logits, None, None, None)
+    judge.float_scores = {"accuracy_top1": 0.11}
+    assert "about chance for 10 classes" in judge.near_chance()
+    judge.float_scores = {"accuracy_top1": 0.9}
+    assert judge.near_chance() is None
+
+
+def test_the_layer_error_plot_names_layers_and_marks_the_first_bad_one(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from pipeline.stages import quantize
+
+    seen: list = []
+    real_save = quantize.save_figure
+
+    def keep(fig, path):
+        ax = fig.axes[0]
+        seen.append(([t.get_text() for t in ax.get_xticklabels()],
+                     [h.get_label() for h in ax.get_legend().legend_handles],
+                     ax.yaxis.get_major_formatter().get_useOffset()))
+        real_save(fig, path)
+
+    monkeypatch.setattr(quantize, "save_figure", keep)
+    rows = [{"layer": f"conv_{i}", "cosine": 0.99995 - 1e-5 * i, "isolated_cosine": None}
+            for i in range(5)]
+    quantize.QuantizeStage._plot_layers(rows, tmp_path / "e.png", "conv_3", 0.99993)
+    labels, legend, offset = seen[0]
+    assert labels == [f"conv_{i}" for i in range(5)]
+    assert any("first layer under the threshold: conv_3" in text for text in legend)
+    assert offset is False  # plain tick labels, not "1e-5 + 9.999e-1"
+    plt.close("all")
+
+
+def test_weights_in_constant_nodes_are_parameters():
+    """paddle2onnx writes weights as Constant nodes: they count as initializers do."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pipeline.model_summary import count_parameters
+
+    weight = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")
+    bias = numpy_helper.from_array(np.ones(8, np.float32), "b")
+    nodes = [helper.make_node("Constant", [], ["w"], value=weight),
+             helper.make_node("Constant", [], ["b"], value=bias),
+             helper.make_node("Conv", ["x", "w", "b"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 8, 8])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)])
+    assert count_parameters(helper.make_model(graph)) == 8 * 27 + 8
+    as_initializers = helper.make_graph(nodes[2:], "g", graph.input, graph.output,
+                                        [weight, bias])
+    assert count_parameters(onnx.helper.make_model(as_initializers)) == 8 * 27 + 8
+
+
+def test_a_kernel_the_min_cut_moved_says_why_it_is_on_the_cpu():
+    from pipeline.html_report import why_on_cpu
+
+    passed = [{"passed": True, "text": "op supported", "detail": ""}]
+    moved = {"target": "cpu", "checks": passed, "moved_by_optimizer": True,
+             "npu_estimate_cycles": 900.0, "cpu_estimate_cycles": 1200.0}
+    assert "compile.placement=optimal" in why_on_cpu(moved) and "1,200 CPU" in why_on_cpu(moved)
+    refused = {"target": "cpu", "checks": [{"passed": False, "text": "kernel too large",
+                                            "detail": "9 > 7"}], "moved_by_optimizer": False}
+    assert why_on_cpu(refused) == "kernel too large (9 > 7)"
+    assert why_on_cpu({**moved, "target": "npu"}) == ""

@@ -123,6 +123,15 @@ def test_run_page_renders_in_chromium_with_tables_and_images(edge_run):
     assert placement.count('class="cpu"') == sum(k["target"] == "cpu" for k in plan["kernels"])
     assert re.search(r'<table id="kernels".*?<tbody>(.*?)</tbody>', dom, re.S).group(1).count(
         "<tr") == len(plan["kernels"])
+    _keep_plots(edge_run, "run_report")
+
+
+def _keep_plots(run: Path, name: str) -> None:
+    """The page's plots beside its screenshot in CI's artifacts, to be looked at."""
+    folder = ARTIFACTS / f"{name}_plots"
+    folder.mkdir(parents=True, exist_ok=True)
+    for png in run.rglob("*.png"):
+        shutil.copyfile(png, folder / f"{png.parent.name}_{png.name}")
 
 
 @needs_browser
@@ -138,6 +147,7 @@ def test_sweep_page_links_every_job_and_renders(tmp_path):
     links = re.findall(r'<a href="(\d+/report.html)">', dom)
     assert sorted(links) == ["0/report.html", "1/report.html"]
     assert all((sweep / link).is_file() for link in links)
+    _keep_plots(sweep, "sweep_report")
 
 
 def test_the_sustained_run_is_its_own_counter_track(tmp_path):

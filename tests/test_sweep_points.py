@@ -199,3 +199,43 @@ def test_pareto_plot_goes_log_when_points_span_a_decade(tmp_path, monkeypatch):
     sweep._plot(near, [True, False, False], tmp_path / "near.png")
     assert scales == [("log", "log"), ("linear", "linear")]
     plt.close("all")
+
+
+def test_pareto_plot_labels_its_front_names_its_accuracy_and_keeps_the_legend_off_the_data(
+        tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from pipeline import sweep
+
+    seen: list = []
+    real_save = sweep.save_figure
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        legend = ax.get_legend().get_window_extent()
+        seen.append((len(fig.axes), [t.get_text() for t in ax.texts], ax.get_title(),
+                     legend.y1 <= ax.get_window_extent().y0))
+        real_save(fig, path)
+
+    monkeypatch.setattr(sweep, "save_figure", keep)
+    same = [{"job": str(i), "latency_ms": 1.0 + i, "energy_mj": 3.0 - i, "output_cosine": 0.99}
+            for i in range(3)]
+    sweep._plot(same, [True, True, False], tmp_path / "same.png")
+    varied = [{**r, "accuracy_top1": 0.5 + 0.1 * i} for i, r in enumerate(same)]
+    sweep._plot(varied, [True, False, True], tmp_path / "varied.png")
+    (axes_same, texts_same, title_same, below_same), (axes_varied, texts_varied, _, _) = seen
+    assert axes_same == 1 and axes_varied == 2  # a colour bar only when accuracy varies
+    assert {"#0", "#1"} <= set(texts_same) and {"#0", "#2"} <= set(texts_varied)
+    assert "output cosine" in title_same and "at every point" in title_same and below_same
+    plt.close("all")
+
+
+def test_a_proxy_accuracy_does_not_put_a_slow_fp16_point_on_the_front():
+    from pipeline.sweep import pareto
+
+    int8 = {"latency_ms": 12.0, "energy_mj": 5.0, "output_cosine": 0.9996}
+    fp16 = {"latency_ms": 64.7, "energy_mj": 20.0, "output_cosine": 1.0}
+    assert pareto([int8, fp16]) == [True, False]
+    labelled = [{**int8, "accuracy_top1": 0.70}, {**fp16, "accuracy_top1": 0.71}]
+    assert pareto(labelled) == [True, True]  # a real accuracy gain is a trade-off

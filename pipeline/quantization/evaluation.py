@@ -44,6 +44,33 @@ class Evaluator:
     def labelled(self) -> bool:
         return bool(self.float_scores)
 
+    @property
+    def classifies(self) -> bool:
+        """Is top-1 agreement a meaningful figure? For one score vector per sample (a
+        classifier's logits), or wherever labels say what the outputs are (a CTC
+        recogniser's per-step classes); not for hidden states, maps or boxes (a BERT
+        layer's 128 x 768 output, argmaxed, agrees by accident or not at all)."""
+        if self.labelled:
+            return True
+        first = self.reference[0] if self.reference else None
+        return first is not None and first.ndim <= 2 and first.shape[-1] >= 2
+
+    def near_chance(self) -> str | None:
+        """A warning when the float model itself scores about what guessing would (within
+        1.5x of 1 / classes on a classifier's top-1): the quantized figures beside it mean
+        nothing until the preprocessing or the labels are right."""
+        top1 = self.float_scores.get("accuracy_top1", self.float_scores.get("accuracy"))
+        first = self.reference[0] if self.reference else None
+        if top1 is None or first is None or first.ndim > 2 or first.shape[-1] < 2:
+            return None
+        chance = 1.0 / first.shape[-1]
+        if top1 > 1.5 * chance:
+            return None
+        return (f"the float model's top-1 on these labels is {top1:.3f}, about chance for "
+                f"{first.shape[-1]} classes ({chance:.3f}): check the data's preprocessing "
+                "(data.scale, data.mean / data.std, channel order, layout) and its labels "
+                "before reading the quantized figures")
+
     def subset(self, count: int) -> Evaluator:
         """The same judge on the first ``count`` samples (the per-layer runs)."""
         labels = self.labels[:count] if self.labels is not None else None
@@ -53,9 +80,10 @@ class Evaluator:
         """output_cosine, top1_agreement and, with labels, the metric's keys and the float
         model's as ``<key>_float``."""
         ref = self.reference[: len(outputs)]
-        out = {"top1_agreement": agreement(ref, outputs),
-               "output_cosine": float(np.mean([cosine(r, g) for r, g in
+        out = {"output_cosine": float(np.mean([cosine(r, g) for r, g in
                                                zip(ref, outputs, strict=True)]))}
+        if self.classifies:
+            out["top1_agreement"] = agreement(ref, outputs)
         if self.labelled:
             assert self.metric is not None and self.labels is not None
             out.update(metric_components.score(self.metric, outputs, self.labels))
@@ -72,8 +100,10 @@ class Evaluator:
 
     def drop_points(self, scores: dict[str, float]) -> float:
         """Percentage points lost against fp32: of the objective with labels, else of top-1
-        agreement (fp32 agrees with itself: 100%)."""
+        agreement (fp32 agrees with itself: 100%), else of the output cosine."""
         if self.labelled:
             assert self.objective_key is not None
             return 100 * (self.float_scores[self.objective_key] - scores[self.objective_key])
-        return 100 * (1.0 - scores["top1_agreement"])
+        if "top1_agreement" in scores:
+            return 100 * (1.0 - scores["top1_agreement"])
+        return 100 * (1.0 - scores["output_cosine"])

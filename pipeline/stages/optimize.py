@@ -96,8 +96,9 @@ class OptimizeStage(Stage):
     @staticmethod
     def _print(report: list[dict], verified: list[dict], before: int, after: int) -> None:
         table = Table(title=f"optimize: {before} -> {after} nodes")
-        for col in ("round", "pass", "nodes", "op changes", "s"):
-            table.add_column(col, justify="left" if col in ("pass", "op changes") else "right")
+        for col in ("round", "pass", "nodes", "op changes", "s"):  # names never cut: the
+            table.add_column(col, justify="left" if col in ("pass", "op changes") else "right",
+                             no_wrap=col != "op changes", overflow="fold")  # changes fold
         errors = {r["round"]: r for r in verified}
         for i, r in enumerate(report):
             delta = ", ".join(f"{op} {d:+d}" for op, d in r["op_delta"].items())

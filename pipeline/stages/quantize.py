@@ -120,8 +120,12 @@ class QuantizeStage(Stage):
 
             @functools.cache
             def judge() -> Evaluator:
-                return Evaluator(reference_job.result(), data.labels, metric,
+                made = Evaluator(reference_job.result(), data.labels, metric,
                                  cfg.eval.objective)
+                warning = made.near_chance()
+                if warning:
+                    log.warning("%s", warning)
+                return made
 
             float_path = Path(tmp) / "float.onnx"
             onnx.save(model, float_path)
@@ -192,8 +196,8 @@ class QuantizeStage(Stage):
         """layers.csv, layer_error.png, the first layer below the cosine threshold and
         min_layer_cosine, for npuflow's own quantization and a kept one alike."""
         self._layers_csv(rows, out_dir / "layers.csv")
-        self._plot_layers(rows, out_dir / "layer_error.png")
         jump = accuracy.first_jump(rows, "cosine", analysis.jump_cosine)
+        self._plot_layers(rows, out_dir / "layer_error.png", jump, analysis.jump_cosine)
         if jump:
             log.warning("first layer whose output cosine drops below %s: '%s'",
                         analysis.jump_cosine, jump)
@@ -233,9 +237,13 @@ class QuantizeStage(Stage):
         write_csv(path, rows, list(rows[0]) if rows else list(accuracy.LAYER_COLUMNS))
 
     @staticmethod
-    def _plot_layers(rows: list[dict], path: Path) -> None:
+    def _plot_layers(rows: list[dict], path: Path, jump: str | None = None,
+                     threshold: float | None = None) -> None:
+        """Accumulated and isolated cosine per layer, the layers named on the axis (every
+        k-th when there are more than fit), the threshold and the first layer under it
+        marked: the layer to look at first."""
         plt = pyplot()
-        fig, ax = plt.subplots(figsize=(11, 4))
+        fig, ax = plt.subplots(figsize=(11, 4.6))
         xs = range(len(rows))
         ax.plot(xs, [r["cosine"] if r["cosine"] is not None else float("nan") for r in rows],
                 marker=".", label="accumulated (whole model; gaps: layers kept float)")
@@ -244,10 +252,22 @@ class QuantizeStage(Stage):
         if iso:
             ax.scatter([i for i, _ in iso], [c for _, c in iso], color="#d62728", s=12,
                        label="isolated (layer alone)", zorder=3)
-        ax.set_xlabel("layer (graph order)")
+        if threshold is not None:
+            ax.axhline(threshold, color="grey", linestyle=":", linewidth=1,
+                       label=f"quant.analysis.jump_cosine {threshold:g}")
+        names = [str(r.get("layer", i)) for i, r in enumerate(rows)]
+        if jump in names:
+            at = names.index(jump)
+            ax.axvline(at, color="#ff7f0e", linewidth=1.2,
+                       label=f"first layer under the threshold: {jump}")
+        every = max(1, -(-len(rows) // 60))
+        ticks = list(range(0, len(rows), every))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([names[i][:28] for i in ticks], rotation=90, fontsize=6)
+        ax.set_xlabel("layer (graph order)" + (f", every {every}th named" if every > 1 else ""))
         ax.set_ylabel("cosine vs fp32")
         ax.set_title("per-layer quantization error")
-        ax.legend()
+        ax.legend(fontsize=8)
         fig.tight_layout()
         save_figure(fig, path)
 
