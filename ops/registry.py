@@ -69,9 +69,27 @@ def spec_for(node: Node) -> OpSpec:
     return SPECS.get(node.op_type, UNKNOWN)
 
 
+class OpSpecError(RuntimeError):
+    """An op spec failed on a node whose shapes are all known: a bug in npuflow's spec (or
+    an attribute it does not handle), never to be passed off as an unknown op."""
+
+
+def _static(node: Node, graph: Graph) -> bool:
+    tensors = [*graph.input_tensors(node), *graph.output_tensors(node)]
+    return all(t is not None and t.shape is not None for t in tensors)
+
+
 def work_of(node: Node, graph: Graph) -> Work:
-    """The node's work; a node whose shapes are not static is estimated as unknown."""
+    """The node's work. A node whose shapes are not static is estimated as unknown; a
+    spec that fails on a fully shaped node raises, naming the node and its op."""
+    spec = spec_for(node)
+    if not _static(node, graph):
+        try:
+            return spec.work(node, graph)
+        except (ValueError, TypeError, IndexError, KeyError):
+            return _unknown_work(node, graph)
     try:
-        return spec_for(node).work(node, graph)
-    except (ValueError, TypeError, IndexError, KeyError):
-        return _unknown_work(node, graph)
+        return spec.work(node, graph)
+    except Exception as exc:  # any failure: re-raised with the node named
+        raise OpSpecError(f"npuflow's {spec.family} spec failed on node '{node.name}' "
+                          f"({node.op_type}): {type(exc).__name__}: {exc}") from exc

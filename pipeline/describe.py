@@ -110,7 +110,7 @@ def _default(key: str) -> Any:
 
     try:
         value = OmegaConf.select(api.compose(), key)
-    except Exception:
+    except Exception:  # an interpolation the default composition cannot resolve there
         return "?"
     if OmegaConf.is_config(value):
         return OmegaConf.to_container(value, enum_to_str=True)

@@ -230,3 +230,15 @@ def test_a_kernel_the_min_cut_moved_says_why_it_is_on_the_cpu():
                                             "detail": "9 > 7"}], "moved_by_optimizer": False}
     assert why_on_cpu(refused) == "kernel too large (9 > 7)"
     assert why_on_cpu({**moved, "target": "npu"}) == ""
+
+
+def test_scalar_and_vector_outputs_are_judged_without_a_crash():
+    import numpy as np
+
+    from pipeline.quantization.evaluation import Evaluator
+
+    scalar = [np.float32(1.5).reshape(())]
+    judge = Evaluator(scalar, None, None, None)
+    assert "top1_agreement" not in judge.scores(scalar) and judge.near_chance() is None
+    single = [np.ones((1, 1), np.float32)]  # one score: nothing to argmax over
+    assert "top1_agreement" not in Evaluator(single, None, None, None).scores(single)

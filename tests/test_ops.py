@@ -168,3 +168,22 @@ def test_qdq_model_from_onnxruntime_folds_into_int8_tensors(tmp_path):
     assert weight.is_const and weight.precision == "int8" and weight.scale is not None
     assert node_precision(conv_node, folded) == "int8"
     assert work_of(conv_node, folded).macs == 6 * 6 * 8 * 27
+
+
+def test_a_spec_that_fails_on_a_shaped_node_raises_naming_it(monkeypatch):
+    """A spec's bug is never passed off as an unknown op: on a node whose shapes are all
+    known it raises with the node and op named; a node with a dynamic dim is estimated."""
+    import dataclasses
+
+    from ops import registry
+
+    def broken(node, graph):
+        raise KeyError("alpha")
+
+    monkeypatch.setitem(registry.SPECS, "Relu",
+                        dataclasses.replace(registry.SPECS["Relu"], work=broken))
+    graph = one_node("Relu", {"x": [1, 8]}, [1, 8])
+    with pytest.raises(registry.OpSpecError, match=r"node 'relu_0' \(Relu\).*KeyError"):
+        work_of(graph.nodes[0], graph)
+    dynamic = one_node("Relu", {"x": ["n", 8]}, ["n", 8])
+    assert not work_of(dynamic.nodes[0], dynamic).macs  # estimated, not raised

@@ -53,7 +53,7 @@ class Evaluator:
         if self.labelled:
             return True
         first = self.reference[0] if self.reference else None
-        return first is not None and first.ndim <= 2 and first.shape[-1] >= 2
+        return first is not None and 1 <= first.ndim <= 2 and first.shape[-1] >= 2
 
     def near_chance(self) -> str | None:
         """A warning when the float model itself scores about what guessing would (within
@@ -61,7 +61,7 @@ class Evaluator:
         nothing until the preprocessing or the labels are right."""
         top1 = self.float_scores.get("accuracy_top1", self.float_scores.get("accuracy"))
         first = self.reference[0] if self.reference else None
-        if top1 is None or first is None or first.ndim > 2 or first.shape[-1] < 2:
+        if top1 is None or first is None or not 1 <= first.ndim <= 2 or first.shape[-1] < 2:
             return None
         chance = 1.0 / first.shape[-1]
         if top1 > 1.5 * chance:
