@@ -18,7 +18,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: install install-test run test test-fast lint clean
+.PHONY: install install-test run test test-fast lint readme-figures clean
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
@@ -33,6 +33,9 @@ test: $(VENV)/.installed-test lint   ## set up and pass the tests
 
 test-fast: $(VENV)/.installed-test   ## the in-process tier: no subprocesses, services or fits
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+readme-figures: $(VENV)/.installed-test   ## the README's example figures (ARGS=--write rewrites)
+	$(PY) docs/readme_figures.py $(ARGS)
 
 clean:
 	rm -rf outputs multirun .npuflow-cache

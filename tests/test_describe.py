@@ -242,3 +242,25 @@ def test_scalar_and_vector_outputs_are_judged_without_a_crash():
     assert "top1_agreement" not in judge.scores(scalar) and judge.near_chance() is None
     single = [np.ones((1, 1), np.float32)]  # one score: nothing to argmax over
     assert "top1_agreement" not in Evaluator(single, None, None, None).scores(single)
+
+
+def test_the_confidence_drop_resolves_a_layer_that_flips_no_answer():
+    import math
+
+    import numpy as np
+
+    from pipeline.quantization.evaluation import Evaluator
+
+    logits = [np.array([[2.0, 1.0, 0.0]], np.float32)]
+    judge = Evaluator(logits, None, None, None)
+    flatter = [x * 0.5 for x in logits]  # same answer, less sure of it
+    assert judge.drop_points(judge.scores(flatter)) == 0.0  # top-1 cannot see it
+    before = math.exp(2) / (math.exp(2) + math.exp(1) + 1)
+    after = math.exp(1) / (math.exp(1) + math.exp(0.5) + 1)
+    assert judge.confidence_drop_points(flatter) == pytest.approx(100 * (before - after))
+    assert judge.confidence_drop_points(logits) == 0.0
+    # a softmax's output is read as probabilities, not put through a second softmax
+    probs = [np.array([[0.7, 0.2, 0.1]], np.float32)]
+    moved = [np.array([[0.6, 0.3, 0.1]], np.float32)]
+    assert Evaluator(probs, None, None, None).confidence_drop_points(moved) == \
+        pytest.approx(10.0, abs=1e-5)

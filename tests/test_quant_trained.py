@@ -134,6 +134,11 @@ def test_per_layer_rows_are_layers_with_isolated_figures(tmp_path):
     for r in rows:
         assert r["isolated_cosine"] and r["isolated_output_cosine"] and r["isolated_drop_points"]
         assert 0.99 < float(r["isolated_cosine"]) <= 1.0
+    # 8 samples: the objective moves in 12.5-point steps; the confidence drop tells the
+    # three layers apart even where no answer flips
+    assert all(float(r["isolated_drop_points"]) % 12.5 == 0 for r in rows)
+    assert len({r["isolated_confidence_drop_points"] for r in rows}) == len(rows)
+    assert any(float(r["isolated_confidence_drop_points"]) > 0 for r in rows)
     assert "drops below 0.99999:" in proc.stdout + proc.stderr  # as configured, not rounded
 
 

@@ -31,6 +31,14 @@ def edge_run(tmp_path_factory) -> Path:
     return run
 
 
+def _labelled(task: str, labels: dict[str, str]) -> str:
+    """A timeline task's name with its kernel's node name replaced by the kernel's label."""
+    for name, label in labels.items():
+        if task == name or task.endswith(":" + name):
+            return task[:len(task) - len(name)] + label
+    return task
+
+
 def test_trace_slices_are_the_timeline(edge_run):
     trace = json.loads((edge_run / "simulate" / "trace.json").read_text())
     timeline = json.loads((edge_run / "simulate" / "timeline.json").read_text())
@@ -40,18 +48,24 @@ def test_trace_slices_are_the_timeline(edge_run):
     drawn = sorted((t for t in timeline if t["end"] > t["start"]), key=lambda t: t["start"])
     assert len(single) == len(drawn)
     assert [e["ts"] for e in single] == sorted(e["ts"] for e in single)
-    by_name = {t["name"]: t for t in drawn}
+    labels = {k["name"]: k["label"] for k in plan["kernels"]}
+    shown = {_labelled(t["name"], labels): t for t in drawn}
     for e in single:
-        t = by_name[e["name"]]
+        t = shown[e["name"]]
         assert e["ts"] == pytest.approx(t["start"] / mhz)
         assert e["dur"] == pytest.approx((t["end"] - t["start"]) / mhz)
         assert e["args"]["critical"] == t["critical"]
-    kernels = {k["name"]: k for k in plan["kernels"]}
+    kernels = {k["label"]: k for k in plan["kernels"]}
     for e in single:
         if e["name"] in kernels:
             k = kernels[e["name"]]
             assert e["args"]["ops"] == k["op_types"] and e["args"]["target"] == k["target"]
             assert e["args"]["cycles"] == k["cost"]["total_cycles"]
+            assert e["args"]["kernel"] == k["name"]
+    # optimize turns BERT's 3-D MatMul+Add into Reshape-Gemm-Reshape and names the last
+    # Reshape after the Add's tensor, "add_1_out"; every slice says the op it holds
+    reshapes = [e["name"] for e in single if e["args"].get("ops") == ["Reshape"]]
+    assert reshapes and all("reshape" in n.lower() for n in reshapes)
     names = {(e["pid"], e["args"]["name"]) for e in trace["traceEvents"]
              if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {lane for pid, lane in names if pid == 1} == {t["resource"] for t in drawn}

@@ -291,7 +291,8 @@ def _static_entry(i: int, d: Decision, profile: HardwareProfile, producer: dict[
                   ) -> dict[str, Any]:
     g = d.work.gemm
     return {
-        "id": i, "name": d.kernel.name, "ops": [n.name for n in d.kernel.nodes],
+        "id": i, "name": d.kernel.name, "label": d.kernel.label,
+        "ops": [n.name for n in d.kernel.nodes],
         "op_types": d.kernel.op_types, "pattern": d.kernel.pattern,
         "composite": d.kernel.composite, "family": spec_for(d.kernel.anchor).family,
         "target": d.target, "precision": d.precision,

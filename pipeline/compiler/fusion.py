@@ -23,6 +23,7 @@ run the fused form.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -57,6 +58,13 @@ class Kernel:
         return [n.op_type for n in self.nodes]
 
     @property
+    def label(self) -> str:
+        """What a person reads: the node name when it names the anchor's op, else the op
+        type first (an exporter may name a Reshape ``add_1_out`` after a tensor it
+        reshapes). ``name`` stays the identifier that tiling overrides and the replay use."""
+        return kernel_label(self.name, self.anchor.op_type)
+
+    @property
     def activation(self) -> str | None:
         """The activation the anchor's output stage applies: an op type, or Silu /
         HardSwish for an exporter's subgraph; None if there is none."""
@@ -64,6 +72,16 @@ class Kernel:
         if len(nodes) <= 1:
             return nodes[0].op_type if nodes else None
         return "Silu" if any(n.op_type == "Sigmoid" for n in nodes) else "HardSwish"
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def kernel_label(name: str, op_type: str) -> str:
+    """``name`` if it already says ``op_type`` (case and separators ignored), else
+    ``"{op_type} {name}"``."""
+    return name if _squeezed(op_type) in _squeezed(name) else f"{op_type} {name}"
 
 
 def _const_operand(node: Node, graph: Graph, inside: str) -> bool:

@@ -85,7 +85,7 @@ def fallback_summary(plan: dict[str, Any]) -> dict[str, Any]:
         failed = [c for c in k["checks"] if not c["passed"]]
         why = f"{failed[0]['text']} ({failed[0]['detail']})" if failed else "placement=optimal"
         reasons[why] += 1
-    return {"cpu_kernels": [k["name"] for k in cpu], "reasons": dict(reasons)}
+    return {"cpu_kernels": [k["label"] for k in cpu], "reasons": dict(reasons)}
 
 
 def print_summary(plan: dict[str, Any], console: Console | None = None) -> None:

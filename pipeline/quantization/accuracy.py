@@ -129,7 +129,8 @@ def _tensor_errors(match: dict) -> dict:
 
 
 LAYER_COLUMNS = ("layer", "op", "tensor", "cosine", "max_abs_error", "sqnr_db",
-                 "isolated_cosine", "isolated_output_cosine", "isolated_drop_points")
+                 "isolated_cosine", "isolated_output_cosine", "isolated_drop_points",
+                 "isolated_confidence_drop_points")
 
 
 def by_layer(layers: list[Layer], errors: dict[str, dict], isolated: dict[str, dict]
@@ -145,7 +146,9 @@ def by_layer(layers: list[Layer], errors: dict[str, dict], isolated: dict[str, d
                                            "sqnr_db": None}),
                "isolated_cosine": alone["cosine"] if alone else None,
                "isolated_output_cosine": alone["scores"]["output_cosine"] if alone else None,
-               "isolated_drop_points": alone["drop_points"] if alone else None}
+               "isolated_drop_points": alone["drop_points"] if alone else None,
+               "isolated_confidence_drop_points":
+                   alone["confidence_drop_points"] if alone else None}
         rows.append(row)
     return rows
 

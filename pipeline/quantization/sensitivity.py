@@ -40,8 +40,9 @@ def float_layer_outputs(model: onnx.ModelProto, layers: list[Layer], feeds: list
 def isolated(float_path: Path, cache: Path, q: DictConfig, tmp: Path, layers: list[Layer],
              feeds: list[dict], judge: Evaluator, float_outputs: dict[str, np.ndarray],
              layer_samples: int) -> dict[str, dict]:
-    """Per layer name: ``cosine`` of its own output, ``scores`` of the model output and
-    its ``drop_points`` against fp32 on the same samples."""
+    """Per layer name: ``cosine`` of its own output, ``scores`` of the model output, its
+    ``drop_points`` against fp32 on the same samples and its ``confidence_drop_points``
+    (the figure that still tells layers apart when no sample's answer flips)."""
     out: dict[str, dict] = {}
     with task("quantize: each layer alone", len(layers)) as step:
         for i, layer in enumerate(layers):
@@ -53,9 +54,11 @@ def isolated(float_path: Path, cache: Path, q: DictConfig, tmp: Path, layers: li
             index = [o.name for o in sess.get_outputs()].index(watched)
             runs = onnx_io.run_all(sess, feeds)
             own = _flat([r[index] for r in runs[:layer_samples]])
-            scores = judge.scores([r[0] for r in runs])
+            outputs = [r[0] for r in runs]
+            scores = judge.scores(outputs)
             out[layer.name] = {"cosine": cosine(float_outputs[layer.tensor], own),
-                               "scores": scores, "drop_points": judge.drop_points(scores)}
+                               "scores": scores, "drop_points": judge.drop_points(scores),
+                               "confidence_drop_points": judge.confidence_drop_points(outputs)}
             path.unlink()
             step(f"quantize: each layer alone ({layer.name})")
     return out

@@ -99,7 +99,7 @@ def roofline_points(plan: dict[str, Any], profile: HardwareProfile
         if label == "memory":
             label = "memory (bandwidth)" if intensity < roofs[unit] / bw else \
                 "memory (DMA latency)"
-        points.append(RooflinePoint(k["name"], unit, intensity,
+        points.append(RooflinePoint(k["label"], unit, intensity,
                                     k["macs"] / cost["total_cycles"], label))
     return points, roofs, bw
 

@@ -24,7 +24,7 @@ COUNTERS = ("temperature_c", "frequency_mhz", "latency_ms", "power_w")
 
 def _kernel_args(k: dict[str, Any]) -> dict[str, Any]:
     c = k["cost"]
-    return {"kernel_id": k["id"], "target": k["target"], "ops": k["op_types"],
+    return {"kernel_id": k["id"], "kernel": k["name"], "target": k["target"], "ops": k["op_types"],
             "cores": k["cores"],
             "unit": c["unit"], "precision": k["precision"], "bound": c["bound"],
             "macs": k["macs"], "dram_bytes": c["dram_bytes"],
@@ -50,6 +50,16 @@ def _untagged(name: str) -> str:
     return rest if head.startswith("f") and head[1:].isdigit() and rest else name
 
 
+def _shown(name: str, labels: dict[str, str]) -> str:
+    """A task's slice name with its kernel's label (``Gemm linear_1.tmp_0``) in place of
+    the bare node name; the frame or ``dma:`` tag kept."""
+    bare = _untagged(name)
+    tag = name[:len(name) - len(bare)]
+    if bare.startswith("dma:"):
+        tag, bare = tag + "dma:", bare[4:]
+    return tag + labels.get(bare, bare)
+
+
 def _sustained(plan: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The sustained run (simulate/sustained.csv, one row per second) as counter tracks."""
     events: list[dict[str, Any]] = [{
@@ -67,6 +77,7 @@ def chrome_trace(plan: dict[str, Any], runs: dict[str, list[Task]], frequency_mh
                  sustained: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     us_per_cycle = 1.0 / frequency_mhz
     facts = _args_by_name(plan)
+    labels = {k["name"]: k["label"] for k in plan["kernels"]}
     events: list[dict[str, Any]] = []
     for run, pid in RUNS.items():
         tasks = runs.get(run)
@@ -87,7 +98,7 @@ def chrome_trace(plan: dict[str, Any], runs: dict[str, list[Task]], frequency_mh
                     **facts.get(_untagged(t.name), {})}
             if critical is not None and pid == 1:
                 args["critical"] = t.name in critical
-            events.append({"ph": "X", "name": t.name, "cat": t.category, "pid": pid,
+            events.append({"ph": "X", "name": _shown(t.name, labels), "cat": t.category, "pid": pid,
                            "tid": lanes.index(t.resource) + 1, "ts": t.start * us_per_cycle,
                            "dur": t.duration * us_per_cycle, "args": args})
     if sustained:
