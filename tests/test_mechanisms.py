@@ -195,6 +195,9 @@ def test_a_profile_s_confidence_band_is_reported_with_what_it_rests_on(tmp_path)
     assert m["latency_ms_high"] == pytest.approx(m["latency_ms"] / 0.8)
     assert m["latency_band_pairs"] == 7 and m["latency_band_kind"] == "board"
     assert "7 check pairs" in (tmp_path / "run" / "report.html").read_text()
+    said = (tmp_path / "run" / "npuflow.log").read_text()
+    assert (f"measured, this would read {m['latency_ms_low']:.3f}-{m['latency_ms_high']:.3f} ms"
+            " if the network errs as the profile's 7 board check pairs did") in said
 
 
 def test_a_band_needs_both_ends_in_order(tmp_path):

@@ -98,6 +98,17 @@ def inference_metrics(plan: dict[str, Any], profile: HardwareProfile
     return single, makespan, metrics
 
 
+def band_sentence(metrics: dict[str, Any]) -> str:
+    """The band in words, so that a band beside (or wholly below) ``latency_ms`` reads as
+    what it is rather than as an error bar that misses its own estimate."""
+    against = {"board": "board", "vendor_estimate": "vendor-estimate (not silicon)",
+               "leave_one_out": "left-out calibration"}.get(metrics["latency_band_kind"], "")
+    return (f"measured, this would read {metrics['latency_ms_low']:.3f}-"
+            f"{metrics['latency_ms_high']:.3f} ms if the network errs as the profile's "
+            f"{metrics['latency_band_pairs']} {against} check pairs did "
+            "(latency_ms / their npuflow-to-measured ratios)")
+
+
 def latency_band(latency_ms: float, profile: HardwareProfile) -> dict[str, Any]:
     """Where the measured latency fell, for the networks the profile has been checked on:
     latency / the highest and the lowest npuflow / measured ratio of its check pairs (or of

@@ -15,7 +15,7 @@ from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import read_csv, write_json, write_text
 from pipeline.errors import UserError
 from pipeline.simulator import plots, report, sustained
-from pipeline.simulator.metrics import breakdown_ms, inference_metrics
+from pipeline.simulator.metrics import band_sentence, breakdown_ms, inference_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
 from pipeline.simulator.trace import chrome_trace
 from pipeline.stages.base import Stage, StageInputs, StageResult
@@ -104,3 +104,5 @@ class SimulateStage(Stage):
         log.info("latency %.3f ms, %.1f fps, MAC utilization %.1f%%, energy %.3f mJ",
                  metrics["latency_ms"], metrics["throughput_fps"],
                  100 * metrics["mac_utilization"], metrics["energy_mj"])
+        if "latency_ms_low" in metrics:
+            log.info(band_sentence(metrics))
