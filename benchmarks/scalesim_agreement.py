@@ -25,7 +25,7 @@ from _common import HERE, ensure_venv, quick_flag, write_result
 from onnx import helper, numpy_helper
 
 from hardware.systolic import compute_cycles
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from ops.registry import work_of
 
 VENV = HERE / ".venv-scalesim"

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from hardware.profile import load_profile
 from hardware.timeline import schedule
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
 from pipeline.errors import UserError
 from pipeline.simulator.metrics import latency_metrics

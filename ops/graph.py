@@ -149,10 +149,9 @@ def _opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def from_onnx(model: onnx.ModelProto, infer: bool = True, fold: bool = True) -> Graph:
-    """Build the IR; shapes come from ONNX shape inference (with data propagation), and
-    Q/DQ pairs are folded into tensor precisions (``ops.quant``) and input NHWC -> NCHW
-    Transposes into the graph's ``io_layout`` (``ops.io_layout``) unless ``fold=False``."""
+def read_onnx(model: onnx.ModelProto, infer: bool = True) -> Graph:
+    """The IR of an ONNX model as it stands; shapes come from ONNX shape inference (with
+    data propagation). ``ops.load.from_onnx`` adds the folds the compiler reads it with."""
     if infer:
         model = shape_inference.infer_shapes(model, data_prop=True)
     g = model.graph
@@ -193,9 +192,4 @@ def from_onnx(model: onnx.ModelProto, infer: bool = True, fold: bool = True) -> 
         io_layout=next((p.value for p in model.metadata_props if p.key == IO_LAYOUT_KEY),
                        "NCHW"),
     )
-    if not fold:
-        return graph
-    from ops.io_layout import fold_input_transposes  # both build on this module
-    from ops.quant import fold_qdq
-
-    return fold_input_transposes(fold_qdq(graph))
+    return graph

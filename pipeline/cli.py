@@ -31,11 +31,11 @@ from pipeline import interrupt
 from pipeline.artifacts import write_json
 from pipeline.config import check_complete
 from pipeline.config_files import check_user_configs
-from pipeline.describe import all_keys, did_you_mean
 from pipeline.errors import UserError, UserStop
 from pipeline.html_report import write_run_report
 from pipeline.runner import DISK_ERRORS, run_pipeline
 from pipeline.schema import register_configs
+from pipeline.schema_keys import all_keys, did_you_mean
 from pipeline.sweep import JOB_LINE, POINT_FILE
 from pipeline.terminal import set_quiet
 

@@ -16,7 +16,6 @@ closest known ones (``did_you_mean``), as every config error does.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 import inspect
 import re
@@ -28,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from pipeline.schema_keys import all_keys, did_you_mean, schema_class, type_hints
+
 CONF = Path(__file__).resolve().parent.parent / "conf"
 EXTRA_LISTS = ("stages", "passes")
 # a key's unit from its name's last word (npuflow's naming rule: the unit is in the name)
@@ -37,12 +38,6 @@ UNITS = {"kb": "KB (1024 bytes)", "mb": "MB", "mhz": "MHz", "gbps": "GB/s", "ns"
          "cycles": "cycles", "fps": "frames per second", "gflops": "GFLOP/s",
          "percentile": "percent"}
 _FIELD = re.compile(r"^\s+(\w+)\s*:\s*[^=]")
-
-
-def _schema() -> type:
-    from pipeline.schema import NpuflowConfig
-
-    return NpuflowConfig
 
 
 @cache
@@ -65,30 +60,6 @@ def field_docs(cls: type) -> dict[str, str]:
             docs[match.group(1)] = " ".join([*pending, trailing]).strip()
         pending = []
     return docs
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-
-
-def all_keys(cls: type | None = None, prefix: str = "") -> list[str]:
-    """Every dotted key the schema declares (sections and leaves)."""
-    cls = cls or _schema()
-    out = []
-    hints = _hints(cls)
-    for f in dataclasses.fields(cls):
-        key = f"{prefix}{f.name}"
-        out.append(key)
-        kind = hints.get(f.name)
-        if dataclasses.is_dataclass(kind):
-            out += all_keys(kind, key + ".")
-    return out
-
-
-def did_you_mean(name: str, known: list[str]) -> str:
-    """`` (did you mean a, b?)`` for the closest known names, or ''."""
-    close = difflib.get_close_matches(name, list(dict.fromkeys(known)), n=3, cutoff=0.6)
-    return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
 def _type_name(kind: Any) -> str:
@@ -119,7 +90,7 @@ def _default(key: str) -> Any:
 
 def describe_key(key: str) -> str:
     """The text for one dotted key; ValueError (with suggestions) for an unknown one."""
-    cls, field, parts = _schema(), None, key.split(".")
+    cls, field, parts = schema_class(), None, key.split(".")
     owner: type = cls
     for i, part in enumerate(parts):
         if not dataclasses.is_dataclass(cls):  # an entry of a free-form mapping
@@ -133,7 +104,7 @@ def describe_key(key: str) -> str:
         if part not in fields:
             raise ValueError(f"'{key}' is not a config key{did_you_mean(key, all_keys())}")
         owner, field = cls, fields[part]
-        cls = _hints(owner)[part]
+        cls = type_hints(owner)[part]
         if i < len(parts) - 1 and not dataclasses.is_dataclass(cls) \
                 and typing.get_origin(cls) is not dict:
             raise ValueError(f"'{key}': {'.'.join(parts[:i + 1])} has no keys below it")
@@ -194,7 +165,7 @@ def _first_line(obj: Any) -> str:
 
 
 def groups() -> list[tuple[str, str]]:
-    hints = _hints(_schema())
+    hints = type_hints(schema_class())
     notes = {"sweep": "how multiruns sweep", "stages": "the chain and its components",
              "experiment": "presets for sweeps and searches (+experiment=NAME)"}
     out = []

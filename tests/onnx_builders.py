@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from ops.graph import Graph, from_onnx
+from ops.graph import Graph
+from ops.load import from_onnx
 
 
 def one_node(op: str, inputs: dict[str, list[int]], output: list[int],

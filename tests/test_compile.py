@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from onnx import TensorProto, helper, numpy_helper
 
 from hardware.profile import load_profile
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from pipeline.compiler import memory_plan
 from pipeline.compiler.driver import PLAN_VERSION, compile_graph
 from pipeline.compiler.report import compile_log

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hardware.depthwise import engine_cycles
 from hardware.profile import load_profile
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from ops.registry import work_of
 from ops.work import GemmShape
 from pipeline.compiler.driver import compile_graph

@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from ops.quant import node_precision
 from ops.registry import spec_for, work_of
 from ops.support import check_node

@@ -30,7 +30,7 @@ from hardware.memory import OperandBytes, Tiling, gemm_traffic
 from hardware.profile import DepthwiseMode, ProfileError, load_profile, profile_from_config
 from hardware.systolic import compute_cycles
 from hardware.timeline import schedule
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from ops.work import ARRAY, VECTOR, GemmShape, Work
 from pipeline.compiler.costing import CostContext, core_shares, npu_cost
 from pipeline.compiler.driver import compile_graph

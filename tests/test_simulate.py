@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from hardware.cost import bytes_per_cycle
 from hardware.profile import load_profile
 from hardware.timeline import Task, longest_path, schedule
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
 from pipeline.model_source import fix_input_shapes
 from pipeline.simulator.metrics import latency_metrics

@@ -7,7 +7,7 @@ import onnx
 import pytest
 from omegaconf import OmegaConf
 
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from pipeline import onnx_io
 from pipeline.model_summary import count_parameters, summarize
 from pipeline.zoo import ZOO

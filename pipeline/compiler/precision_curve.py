@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from hardware.profile import HardwareProfile
 from hardware.timeline import schedule
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
 from pipeline.quantization import schemes
 from pipeline.simulator.metrics import latency_metrics

@@ -10,7 +10,8 @@ import onnx
 from omegaconf import DictConfig
 
 from hardware.profile import profile_from_config
-from ops.graph import QDQ_OPS, Graph, from_onnx
+from ops.graph import QDQ_OPS, Graph
+from ops.load import from_onnx
 from pipeline import onnx_io
 from pipeline.artifacts import file_digest, write_json, write_text
 from pipeline.compiler import precision_curve

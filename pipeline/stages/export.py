@@ -10,7 +10,7 @@ import onnx
 from omegaconf import DictConfig
 from onnx import shape_inference
 
-from ops.graph import from_onnx
+from ops.load import from_onnx
 from pipeline import memory_budget, model_source, onnx_io
 from pipeline.artifacts import file_digest, write_json
 from pipeline.model_summary import summarize

@@ -1,0 +1,42 @@
+"""The config schema's keys: every dotted key it declares, and the closest ones to a
+misspelt name. Its own module because the door check (``pipeline.config``), the CLI and
+``describe`` all need it, and ``describe`` also composes configs through ``pipeline.api``,
+which runs the door check: kept in describe, it closed an import cycle."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+import typing
+from typing import Any
+
+
+def schema_class() -> type:
+    from pipeline.schema import NpuflowConfig
+
+    return NpuflowConfig
+
+
+def type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+
+
+def all_keys(cls: type | None = None, prefix: str = "") -> list[str]:
+    """Every dotted key the schema declares (sections and leaves)."""
+    cls = cls or schema_class()
+    out = []
+    hints = type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        out.append(key)
+        kind = hints.get(f.name)
+        if dataclasses.is_dataclass(kind):
+            out += all_keys(kind, key + ".")
+    return out
+
+
+def did_you_mean(name: str, known: list[str]) -> str:
+    """`` (did you mean a, b?)`` for the closest known names, or ''."""
+    close = difflib.get_close_matches(name, list(dict.fromkeys(known)), n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
