@@ -48,6 +48,9 @@ class Run:
         base = self.folder / job if job else self.folder
         return yaml.safe_load((base / ".hydra" / "config.yaml").read_text())
 
+    def plan(self) -> dict[str, Any]:
+        return json.loads((self.folder / "compile" / "plan.json").read_text())
+
     def csv(self, name: str) -> list[dict[str, str]]:
         with (self.folder / name).open(newline="") as f:
             return list(csv.DictReader(f))
@@ -178,8 +181,10 @@ EXAMPLES = [
          Figure("ops on the NPU", r"\| ops on the NPU, int8 \| (\d+) of (\d+) \|",
                 lambda r: (str(_tflite(r)["npu_ops"]),
                            str(_tflite(r)["npu_ops"] + _tflite(r)["cpu_ops"]))),
-         Figure("weights_dram_bytes", r"\| weights_dram_bytes \| ([\d,]+) ",
-                lambda r: (f"{_tflite(r)['weights_dram_bytes']:,}",)),
+         Figure("weights_dram_bytes", r"\| weights_dram_bytes \| ([\d,]+) \(the file's int8 "
+                r"weights compressed, ([\d,]+) bytes",
+                lambda r: (f"{_tflite(r)['weights_dram_bytes']:,}",
+                           f"{r.plan()['memory']['weight_bytes']:,}")),
          Figure("output_cosine, top1_agreement", r"vs the float file \| ([\d.]+), ([\d.]+) \|",
                 lambda r: (f"{_tflite(r)['output_cosine']:.3f}",
                            f"{_tflite(r)['top1_agreement']:.2f}")),

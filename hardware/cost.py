@@ -24,10 +24,10 @@ from hardware.depthwise import engine_cycles, engine_efficiency, engine_rate
 from hardware.memory import (
     OperandBytes,
     Tiling,
-    exposed_latencies,
     gemm_traffic,
     overlap,
     sram_footprint,
+    tiled_cycles,
     transfer_cycles,
 )
 from hardware.profile import HardwareProfile
@@ -145,13 +145,9 @@ def _array_cost(work: Work, precision: str, profile: HardwareProfile, tiling: Ti
     tiling = tiling or default_tiling(gemm)
     sizes = operand_bytes(work, precision, a_in_dram, c_to_dram, weight_bytes)
     traffic = gemm_traffic(gemm, tiling, sizes)
-    bw, lat = bytes_per_cycle(profile), latency_cycles(profile)
-    memory = transfer_cycles(traffic.total, exposed_latencies(traffic,
-                                                              profile.dma.double_buffering),
-                             bw, lat)
-    body = overlap(est.cycles, memory, profile.dma.double_buffering,
-                   memory // max(traffic.bursts, 1))
-    body = max(body, sram_port_cycles(work, precision, profile))
+    memory, body = tiled_cycles(est.cycles, traffic, profile.dma.double_buffering,
+                                bytes_per_cycle(profile), latency_cycles(profile),
+                                sram_port_cycles(work, precision, profile))
     acc = sram_accesses(gemm, *array_shape(gemm, profile, precision), arr.dataflow)
     sram = acc.ifmap_reads * act_w + acc.filter_reads * wt_w + acc.ofmap_writes * acc_w
     footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w, profile.dma.double_buffering)
@@ -244,7 +240,8 @@ def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
     return search(g.m, g.n, g.k, g.groups, sizes, act_w, wt_w, acc_w, budget,
                   profile.dma.double_buffering, bytes_per_cycle(profile),
                   latency_cycles(profile), est.cycles, objective,
-                  profile.energy.dram_pj_per_byte)
+                  profile.energy.dram_pj_per_byte,
+                  floor_cycles=sram_port_cycles(work, precision, profile))
 
 
 def npu_kernel_cost(work: Work, precision: str, profile: HardwareProfile,

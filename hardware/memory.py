@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ops.work import GemmShape
 
 ORDERS = ("mnk", "mkn", "nmk", "nkm", "kmn", "knm")
@@ -95,20 +97,28 @@ def refetch_factor(order: str, operand: str, trips: dict[str, Any]) -> Any:
     return factor
 
 
+def tiled_traffic(order: str, trips: dict[str, Any], sizes: OperandBytes, groups: int
+                  ) -> Traffic:
+    """DRAM bytes and bursts of a GEMM tiled with these trip counts under ``order``. Trip
+    counts may be ints (one tiling) or numpy arrays (the tiler's whole grid at once): one
+    formula for both, so the tiler ranks tilings by exactly what the cost model charges."""
+    fa, fb, fc = (refetch_factor(order, x, trips) for x in "abc")
+    spill = (fc - 1) * 2 * sizes.c_elems * sizes.acc_width
+    a, b, c = sizes.a * fa, sizes.b * fb, sizes.c + spill
+    c_moves = c > 0
+    bursts = ((trips["m"] * trips["k"] * fa if sizes.a else 0)
+              + (trips["k"] * trips["n"] * fb if sizes.b else 0)
+              + trips["m"] * trips["n"] * (2 * fc - 1) * c_moves) * groups
+    return Traffic(a=a, b=b, c=c, bursts=bursts,
+                   streams=int(sizes.a > 0) + int(sizes.b > 0) + c_moves)
+
+
 def gemm_traffic(gemm: GemmShape, tiling: Tiling, sizes: OperandBytes) -> Traffic:
     if tiling.order not in ORDERS:
         raise ValueError(f"tiling order must be one of {ORDERS}, got {tiling.order!r}")
-    trips = trip_counts(gemm, tiling)
-    fa = refetch_factor(tiling.order, "a", trips)
-    fb = refetch_factor(tiling.order, "b", trips)
-    fc = refetch_factor(tiling.order, "c", trips)
-    spill = (fc - 1) * 2 * sizes.c_elems * sizes.acc_width
-    a, b, c = sizes.a * fa, sizes.b * fb, sizes.c + spill
-    tiles = {"a": trips["m"] * trips["k"], "b": trips["k"] * trips["n"],
-             "c": trips["m"] * trips["n"]}
-    bursts = ((tiles["a"] * fa if a else 0) + (tiles["b"] * fb if b else 0)
-              + (tiles["c"] * (2 * fc - 1) if c else 0)) * gemm.groups
-    return Traffic(a=a, b=b, c=c, bursts=bursts, streams=sum(1 for x in (a, b, c) if x))
+    traffic = tiled_traffic(tiling.order, trip_counts(gemm, tiling), sizes, gemm.groups)
+    return Traffic(a=int(traffic.a), b=int(traffic.b), c=int(traffic.c),
+                   bursts=int(traffic.bursts), streams=int(traffic.streams))
 
 
 def sram_footprint(tiling: Tiling, gemm: GemmShape, in_width: int, w_width: int,
@@ -119,16 +129,37 @@ def sram_footprint(tiling: Tiling, gemm: GemmShape, in_width: int, w_width: int,
     return one * (2 if double_buffering else 1)
 
 
-def transfer_cycles(nbytes: int, bursts: int, bytes_per_cycle: float,
-                    latency_cycles: float) -> int:
+def _whole_cycles(x: Any) -> Any:
+    """Ceiling, as an int for one value and elementwise for the tiler's arrays."""
+    up = np.ceil(x)
+    return int(up) if np.ndim(up) == 0 else up
+
+
+def transfer_cycles(nbytes: Any, bursts: Any, bytes_per_cycle: float,
+                    latency_cycles: float) -> Any:
     """DMA time: bytes at the DRAM bandwidth plus one latency per burst."""
-    return math.ceil(nbytes / bytes_per_cycle + bursts * latency_cycles)
+    return _whole_cycles(nbytes / bytes_per_cycle + bursts * latency_cycles)
 
 
-def overlap(compute: int, memory: int, double_buffering: bool, first_burst: int) -> int:
+def overlap(compute: Any, memory: Any, double_buffering: bool, first_burst: Any) -> Any:
     """Layer time. With double buffering the DMA of tile i+1 overlaps compute on tile i, so
     the slower of the two sets the pace and only the first tile's load is exposed before
     compute can start; with a single buffer they alternate and add up."""
-    if double_buffering:
-        return max(compute + min(first_burst, memory), memory)
-    return compute + memory
+    if not double_buffering:
+        return compute + memory
+    paced = np.maximum(compute + np.minimum(first_burst, memory), memory)
+    return int(paced) if np.ndim(paced) == 0 else paced
+
+
+def tiled_cycles(compute: Any, traffic: Traffic, double_buffering: bool,
+                 bytes_per_cycle: float, latency_cycles: float, floor: Any = 0
+                 ) -> tuple[Any, Any]:
+    """(memory cycles, body cycles) of an array kernel: its traffic's DMA time, overlapped
+    with ``compute`` as the buffering allows, never under ``floor`` (the SRAM port's time).
+    The one latency function of a tiled kernel: ``hardware.cost`` prices a kernel with it
+    and ``hardware.tiling`` ranks a grid of tilings with it."""
+    memory = transfer_cycles(traffic.total, exposed_latencies(traffic, double_buffering),
+                             bytes_per_cycle, latency_cycles)
+    body = np.maximum(overlap(compute, memory, double_buffering,
+                              memory // np.maximum(traffic.bursts, 1)), floor)
+    return memory, (int(body) if np.ndim(body) == 0 else body)

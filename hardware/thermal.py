@@ -9,8 +9,11 @@ The mechanism, each part a textbook formula:
 - Power: a frame's dynamic energy scales with V^2 (CMOS switching energy C V^2, Weste &
   Harris, *CMOS VLSI Design*, 4th ed., sec. 5.1); static power with the mode's
   ``static_scale``. At ``fps`` frames per second, P = E_dyn * (V/V0)^2 * fps + P_static.
-- Frame time at clock f: the cycles of kernels bound by compute or dispatch scale as f0/f;
-  DRAM-bound time, host time and link transfers do not (their rate is not the NPU clock).
+- Frame time at clock f: the compiled plan re-costed at f (``FrameModel.time_at``): the
+  same kernels, tiles and placement, their compute and dispatch cycles now at f while DRAM,
+  host and link keep their rates in bytes per second, so each kernel's overlap and bound
+  are found again at f (the chip runs the model it was compiled to; nothing recompiles
+  when the governor steps the clock).
 - Temperature: one thermal node, dT/dt = (P - (T - T_amb) / R) / C, stepped exactly for a
   piecewise-constant P: T(t + dt) = T_ss + (T - T_ss) exp(-dt / RC), T_ss = T_amb + P R
   (a lumped RC model, Incropera, *Fundamentals of Heat and Mass Transfer*, sec. 5.2).
@@ -24,6 +27,7 @@ The mechanism, each part a textbook formula:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from omegaconf import MISSING
@@ -100,28 +104,18 @@ def check_thermal(thermal: Thermal, modes: dict[str, PowerMode], default_mode: s
 
 @dataclass(frozen=True)
 class FrameModel:
-    """One frame of the compiled plan, as the sustained run needs it."""
+    """One frame of the compiled plan, as the sustained run needs it: its time at any clock
+    the governor may set, and its energy. ``time_at`` re-costs the plan at that clock
+    (``pipeline.evaluator``: the compiler's own cost functions with the DRAM, link and
+    host rates fixed in seconds), so a DRAM-bound kernel keeps its time while a compute-
+    bound one stretches, each by its own mechanism rather than by a split of the frame."""
 
-    clock_mhz: float  # the clock the plan was timed at
-    clocked_cycles: float  # cycles that scale with the clock (compute- or dispatch-bound)
-    fixed_s: float  # seconds that do not (DRAM-bound, host, link)
+    time_at: Callable[[float], float]  # seconds per frame at a clock in MHz
     dynamic_j: float  # switching energy per frame at nominal voltage
     static_w: float  # static power at nominal
 
     def seconds(self, mhz: float) -> float:
-        return self.fixed_s + self.clocked_cycles / (mhz * 1e6)
-
-
-def frame_from_kernels(kernels: list[dict], latency_s: float, clock_mhz: float,
-                       static_mw: float) -> FrameModel:
-    """A compiled plan's frame: NPU kernels bound by compute or dispatch run on the NPU
-    clock; the rest of the frame's time (DRAM-bound kernels, host kernels, link transfers)
-    runs at rates the clock does not set. Dynamic energy is the kernels' own (static power
-    is added per second by ``run``)."""
-    npu = [k for k in kernels if k["target"] == "npu"]
-    clocked = sum(k["cost"]["total_cycles"] for k in npu if k["cost"]["bound"] != "memory")
-    return FrameModel(clock_mhz, clocked, max(latency_s - clocked / (clock_mhz * 1e6), 0.0),
-                      sum(k["cost"]["energy_pj"] for k in npu) * 1e-12, static_mw * 1e-3)
+        return self.time_at(mhz)
 
 
 @dataclass(frozen=True)

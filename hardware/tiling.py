@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from hardware.memory import ORDERS, OperandBytes, Tiling, refetch_factor
+from hardware.memory import ORDERS, OperandBytes, Tiling, tiled_cycles, tiled_traffic
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class TilingChoice:
     bursts: int
     footprint: int
     fits: bool  # False: nothing fits the budget; the smallest-footprint tiling is returned
+    cycles: int = 0  # the kernel's body cycles at this tiling, as hardware.cost charges them
 
 
 def candidates(dim: int, minimum: int = 8) -> np.ndarray:
@@ -49,24 +50,26 @@ def candidates(dim: int, minimum: int = 8) -> np.ndarray:
 def search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, w_w: int,
            acc_w: int, sram_bytes: int, double_buffering: bool, bytes_per_cycle: float,
            latency_cycles: float, compute_cycles: int, objective: str = "cycles",
-           energy_per_byte: float = 1.0, orders: tuple[str, ...] = ORDERS) -> TilingChoice:
+           energy_per_byte: float = 1.0, orders: tuple[str, ...] = ORDERS,
+           floor_cycles: int = 0) -> TilingChoice:
     """Best tiling of a (groups x) M x K x N GEMM; see the module docstring."""
     whole = _whole(m, n, k, groups, sizes, in_w, w_w, acc_w, sram_bytes, double_buffering,
-                   orders)
+                   orders, compute_cycles, bytes_per_cycle, latency_cycles, floor_cycles)
     if whole is not None:
         return whole
     return grid_search(m, n, k, groups, sizes, in_w, w_w, acc_w, sram_bytes,
                        double_buffering, bytes_per_cycle, latency_cycles, compute_cycles,
-                       objective, energy_per_byte, orders)
+                       objective, energy_per_byte, orders, floor_cycles)
 
 
 def grid_search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int,
                 w_w: int, acc_w: int, sram_bytes: int, double_buffering: bool,
                 bytes_per_cycle: float, latency_cycles: float, compute_cycles: int,
                 objective: str = "cycles", energy_per_byte: float = 1.0,
-                orders: tuple[str, ...] = ORDERS) -> TilingChoice:
+                orders: tuple[str, ...] = ORDERS, floor_cycles: int = 0) -> TilingChoice:
     """Every point of the tile grid x loop orders, evaluated (``search`` without its
-    shortcuts)."""
+    shortcuts) with the cost model's own traffic and time (``memory.tiled_traffic``,
+    ``memory.tiled_cycles``); ``floor_cycles`` is the kernel's SRAM-port bound."""
     grid = np.meshgrid(candidates(m), candidates(n), candidates(k), indexing="ij")
     tm, tn, tk = (g.ravel() for g in grid)
     trips = {"m": -(-m // tm), "n": -(-n // tn), "k": -(-k // tk)}
@@ -74,48 +77,42 @@ def grid_search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: 
                                                                       else 1)
     best: tuple | None = None
     for oi, order in enumerate(orders):
-        fa, fb, fc = (refetch_factor(order, x, trips) for x in "abc")
-        spill = (fc - 1) * 2 * sizes.c_elems * acc_w
-        traffic = sizes.a * fa + sizes.b * fb + sizes.c + spill
-        c_moves = (sizes.c + spill) > 0
-        bursts = ((trips["m"] * trips["k"] * fa if sizes.a else 0)
-                  + (trips["k"] * trips["n"] * fb if sizes.b else 0)
-                  + trips["m"] * trips["n"] * (2 * fc - 1) * c_moves) * groups
-        streams = int(sizes.a > 0) + int(sizes.b > 0) + c_moves
-        exposed = streams if double_buffering else bursts
-        memory = np.ceil(traffic / bytes_per_cycle + exposed * latency_cycles)
-        if double_buffering:
-            cycles = np.maximum(compute_cycles + memory / np.maximum(bursts, 1), memory)
-        else:
-            cycles = compute_cycles + memory
-        energy = traffic * energy_per_byte
+        traffic = tiled_traffic(order, trips, sizes, groups)
+        _, cycles = tiled_cycles(compute_cycles, traffic, double_buffering, bytes_per_cycle,
+                                 latency_cycles, floor_cycles)
+        total = traffic.total
+        energy = total * energy_per_byte
         score = {"cycles": cycles, "energy": energy, "edp": energy * cycles}[objective]
         fits = footprint <= sram_bytes
         pool = fits if fits.any() else footprint == footprint.min()
-        keys = np.lexsort((-(tm * tn * tk), traffic, np.where(pool, score, np.inf)))
+        keys = np.lexsort((-(tm * tn * tk), total, np.where(pool, score, np.inf)))
         i = keys[0]
-        candidate = (float(score[i]), int(traffic[i]), -int(tm[i] * tn[i] * tk[i]), oi,
-                     Tiling(int(tm[i]), int(tn[i]), int(tk[i]), order), int(bursts[i]),
-                     int(footprint[i]), bool(fits.any()))
+        candidate = (float(score[i]), int(total[i]), -int(tm[i] * tn[i] * tk[i]), oi,
+                     Tiling(int(tm[i]), int(tn[i]), int(tk[i]), order),
+                     int(np.broadcast_to(traffic.bursts, tm.shape)[i]),
+                     int(footprint[i]), bool(fits.any()), int(cycles[i]))
         if best is None or candidate[:4] < best[:4]:
             best = candidate
     assert best is not None
     return TilingChoice(tiling=best[4], dram_bytes=best[1], bursts=best[5],
-                        footprint=best[6], fits=best[7])
+                        footprint=best[6], fits=best[7], cycles=best[8])
 
 
 def _whole(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, w_w: int,
-           acc_w: int, sram_bytes: int, double_buffering: bool, orders: tuple[str, ...]
-           ) -> TilingChoice | None:
+           acc_w: int, sram_bytes: int, double_buffering: bool, orders: tuple[str, ...],
+           compute_cycles: int, bytes_per_cycle: float, latency_cycles: float,
+           floor_cycles: int) -> TilingChoice | None:
     """The full tile when it fits and nothing is double-buffered (the grid's own winner,
     found without the grid), else None."""
     footprint = m * k * in_w + k * n * w_w + m * n * acc_w
     if double_buffering or footprint > sram_bytes:
         return None
-    c_moves = sizes.c > 0
-    bursts = (int(sizes.a > 0) + int(sizes.b > 0) + int(c_moves)) * groups
-    return TilingChoice(tiling=Tiling(m, n, k, orders[0]), dram_bytes=sizes.a + sizes.b
-                        + sizes.c, bursts=bursts, footprint=footprint, fits=True)
+    traffic = tiled_traffic(orders[0], {"m": 1, "n": 1, "k": 1}, sizes, groups)
+    _, cycles = tiled_cycles(compute_cycles, traffic, False, bytes_per_cycle,
+                             latency_cycles, floor_cycles)
+    return TilingChoice(tiling=Tiling(m, n, k, orders[0]), dram_bytes=int(traffic.total),
+                        bursts=int(traffic.bursts), footprint=footprint, fits=True,
+                        cycles=int(cycles))
 
 
 def fits_in_sram(footprint: int, sram_kb: float) -> bool:

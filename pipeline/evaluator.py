@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -124,13 +125,19 @@ class PlanEvaluator:
     def from_result(cls, result: Any) -> PlanEvaluator:
         """From a run (``pipeline.api.Result``): the model its compile stage read, placed as
         that stage placed it."""
-        from pipeline.stages.compile import CompileStage
-
         cfg = result.config
         stages = [s for s in cfg.stages.order if s != "compile" and s != "simulate"]
-        inputs = {s: result.run_dir / s for s in stages if (result.run_dir / s).is_dir()}
+        return cls.from_inputs({s: result.run_dir / s for s in stages
+                                if (result.run_dir / s).is_dir()}, cfg)
+
+    @classmethod
+    def from_inputs(cls, inputs: Mapping[str, Path], cfg: DictConfig) -> PlanEvaluator:
+        """From the stage folders compile read (upstream of it), with the run's config."""
+        from pipeline.stages.compile import CompileStage
+
+        upstream = {s: p for s, p in inputs.items() if s not in ("compile", "simulate")}
         profile = profile_from_config(cfg.hardware)
-        _, graph, scheme, float_precision = CompileStage.compile_input(inputs, cfg)
+        _, graph, scheme, float_precision = CompileStage.compile_input(upstream, cfg)
         decisions, _ = compile_decisions(graph, profile, cfg.compile, scheme,
                                          float_precision)
         return cls(decisions, graph, profile, cfg.compile)

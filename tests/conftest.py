@@ -81,7 +81,7 @@ def run_inprocess(*args: str, main: Callable[[], None] | None = None
 # so a new test of that kind is marked without anyone remembering to.
 SLOW_MODULES = frozenset({"test_cluster", "test_sweeps_dvc", "test_reports", "test_interrupts",
                           "test_reliability", "test_calibrate", "test_wild_models",
-                          "test_quant_trained", "test_model_sources"})
+                          "test_quant_trained", "test_model_sources", "test_readme_figures"})
 SLOW_CALLS = ("run_cli(", "subprocess.", "run_inprocess(\"-m\"", "Popen(")
 # in-process, but over full-size networks (zoo counts, the critical-path sweep over every
 # profile, ...): more than 2 s each on this 2-core machine (pytest --durations)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from hardware.channel_padding import pad_gemm
 from hardware.cost import (
+    WIDTHS,
     auto_tiling,
     bytes_per_cycle,
     host_kernel_cost,
@@ -202,3 +203,38 @@ def test_the_tiling_search_shortcut_is_the_grid_s_own_answer(m, n, k, groups, a_
     args = (m, n, k, groups, sizes, 1, 1, 4, budget, False, 8.0, 100.0, m * n * k // 512,
             objective, 1.0)
     assert search(*args) == grid_search(*args)
+
+
+@settings(max_examples=120, deadline=None)
+@given(gemms, st.sampled_from(["int8", "int16", "fp16"]), st.floats(0.5, 64),
+       st.sampled_from([16, 64, 256, 1024]), st.booleans(), st.floats(0, 2000),
+       st.sampled_from(["cycles", "energy", "edp"]), st.sampled_from([2, 8, 64, 512]))
+def test_the_tiler_ranks_tilings_by_the_cost_model_s_own_time(g, prec, bw, sram_kb, db,
+                                                             latency_ns, objective, port):
+    """One latency function: the tiling the tiler picks costs, in ``npu_kernel_cost``,
+    exactly the cycles and bytes the tiler said; and for the cycles objective no other
+    tiling that fits costs less there (checked on a sample of the grid, in the cost
+    model, not the tiler)."""
+    from hardware.memory import ORDERS, sram_footprint
+    from hardware.tiling import candidates
+
+    p = _profile(bw=bw, sram_kb=sram_kb, db=db)
+    p = dataclasses.replace(p, dram=dataclasses.replace(p.dram, latency_ns=latency_ns),
+                            sram=dataclasses.replace(p.sram, bandwidth_bytes_per_cycle=port))
+    work = _work(g)
+    choice = auto_tiling(work, prec, p, objective)
+    cost = npu_kernel_cost(work, prec, p, tiling=choice.tiling)
+    assert choice.cycles == cost.total_cycles - cost.overhead_cycles
+    assert choice.dram_bytes == cost.dram_bytes
+    if objective != "cycles" or not choice.fits:
+        return
+    act_w, wt_w, acc_w = WIDTHS[prec]
+    budget = int(p.sram.size_kb * 1024)
+    for tm in candidates(g.m)[::3]:
+        for tn in candidates(g.n)[::3]:
+            for tk in candidates(g.k)[::3]:
+                for order in ORDERS[::2]:
+                    t = Tiling(int(tm), int(tn), int(tk), order)
+                    if sram_footprint(t, g, act_w, wt_w, acc_w, db) <= budget:
+                        other = npu_kernel_cost(work, prec, p, tiling=t)
+                        assert other.total_cycles >= cost.total_cycles

@@ -7,13 +7,14 @@ import csv
 import json
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hardware.thermal import FrameModel, PowerMode, Thermal, TripPoint, run
 from tests.conftest import run_inprocess
 
-FRAME = FrameModel(clock_mhz=1000, clocked_cycles=2e6, fixed_s=0.5e-3, dynamic_j=4e-3,
+FRAME = FrameModel(time_at=lambda mhz: 0.5e-3 + 2e6 / (mhz * 1e6), dynamic_j=4e-3,
                    static_w=0.3)
 MODE = PowerMode(frequency_mhz=1000)
 TRIPS = [TripPoint(85, 800), TripPoint(95, 600)]
@@ -117,3 +118,18 @@ def test_the_pipeline_throttles_a_box_that_cannot_hold_full_speed(tmp_path):
     assert _onset(cooled["throttle_onset_s"]) > hot["throttle_onset_s"]
     assert hot["cold_start_ms"] > hot["latency_ms"]  # driver setup + command upload
 
+
+
+def test_a_throttled_frame_is_the_plan_re_costed_at_that_clock(tmp_path):
+    """The sustained run's frame at a lower clock is the compiled plan priced there: equal
+    to a whole run compiled at that clock (the plan is the same on this network), not the
+    frame's cycles split and scaled (which gave 0.90-0.97x of it on rk3588)."""
+    low = _sustained(tmp_path, "low", "model=mobilenet_v2", "data=synthetic",
+                     "simulate.sustained.power_mode=powersave", "simulate.sustained.seconds=5")
+    code, lines, _ = run_inprocess(
+        "model=mobilenet_v2", "data=synthetic", "hardware=rk3588",
+        "hardware.frequency_mhz=300", "hardware.energy.static_mw=0",
+        f"hydra.run.dir={tmp_path / 'compiled_at_300'}", f"run.cache_dir={tmp_path / 'cache'}")
+    assert code == 0, lines
+    compiled = json.loads((tmp_path / "compiled_at_300" / "metrics.json").read_text())
+    assert low["sustained_latency_ms"] == pytest.approx(compiled["latency_ms"], rel=1e-12)

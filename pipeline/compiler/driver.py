@@ -32,10 +32,11 @@ from pipeline.compiler.placement import (
     NPU,
     Decision,
     decide,
-    needs_conversion,
+    hand_over,
+    hand_over_precision,
+    nets,
     place,
     tensor_bytes,
-    transfer_cycles,
 )
 from pipeline.compiler.weights import weight_dram_bytes
 from pipeline.errors import UserError
@@ -250,7 +251,7 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
         kernels.append(_kernel_entry(i, d, cost, tiling, cores, profile, producer, static))
     return {
         "kernels": kernels,
-        "transfers": _transfers(kernels, graph, profile),
+        "transfers": _transfers(decisions, kernels, graph, profile),
         "buffers": [dataclasses.asdict(b) for b in buffers],
         "memory": {
             "sram_bytes": sram_total, "activation_budget_bytes": act_budget,
@@ -315,28 +316,26 @@ def _static_entry(i: int, d: Decision, profile: HardwareProfile, producer: dict[
     }
 
 
-def _transfers(kernels: list[dict], graph: Graph, profile: HardwareProfile) -> list[dict]:
-    """Every tensor hand-over between the host and the NPU, with its layout conversion."""
-    producer = {t: k for k in kernels for t in k["outputs"]}
-    host = {"target": CPU, "layout": graph.io_layout, "id": None, "precision": "fp32"}
-    out, seen = [], set()
-    edges = [(producer.get(t, host), k, t) for k in kernels for t in k["inputs"]]
-    edges += [(producer[t], host, t) for t in graph.outputs if t in producer]
-    for src, dst, t in edges:
-        if src["target"] == dst["target"] or (t, dst["target"]) in seen:
+def _transfers(decisions: list[Decision], kernels: list[dict], graph: Graph,
+               profile: HardwareProfile) -> list[dict]:
+    """Every tensor hand-over between the host and the NPU, with its layout conversion: one
+    per net (``placement.nets``) and direction, to the first reader on the far side."""
+    targets = [k["target"] for k in kernels]
+    precisions = [k["precision"] for k in kernels]
+    out = []
+    for net in nets(decisions, graph):
+        side = CPU if net.producer is None else targets[net.producer]
+        far = next((c for c in net.consumers
+                    if (CPU if c is None else targets[c]) != side), -1)
+        if far == -1:
             continue
-        seen.add((t, dst["target"]))
-        prec = src["precision"] if src["target"] == NPU else dst["precision"]
-        nbytes = tensor_bytes(t, graph, prec)
-        npu_side = src if src["target"] == NPU else dst
-        host_layout = graph.io_layout if host in (src, dst) else profile.host.layout
-        convert = needs_conversion(npu_side["layout"], host_layout,
-                                   len(graph.tensors[t].shape or ()))
-        cycles = transfer_cycles(nbytes, profile, convert)
+        h = hand_over(net.tensor, graph, profile, hand_over_precision(net, precisions))
+        src_layout, dst_layout = (profile.layout, h.host_layout) if side == NPU else \
+            (h.host_layout, profile.layout)
         out.append({
-            "tensor": t, "from": src["id"], "to": dst["id"],
-            "direction": f"{src['target']}->{dst['target']}", "bytes": nbytes,
-            "layout_conversion": (f"{src['layout']}->{dst['layout']}" if convert else None),
-            "cycles": math.ceil(cycles),
+            "tensor": net.tensor, "from": net.producer, "to": far,
+            "direction": f"{side}->{NPU if side == CPU else CPU}", "bytes": h.nbytes,
+            "layout_conversion": f"{src_layout}->{dst_layout}" if h.convert else None,
+            "cycles": math.ceil(h.cycles),
         })
     return out

@@ -157,13 +157,6 @@ def transfer_cycles(nbytes: int, profile: HardwareProfile, convert: bool) -> flo
     return seconds * profile.frequency_mhz * 1e6
 
 
-def _edge_cycles(t: str, graph: Graph, profile: HardwareProfile, precision: str,
-                 graph_io: bool) -> float:
-    host = graph.io_layout if graph_io else profile.host.layout
-    convert = needs_conversion(profile.layout, host, _rank(t, graph))
-    return transfer_cycles(tensor_bytes(t, graph, precision), profile, convert)
-
-
 def _rank(name: str, graph: Graph) -> int:
     return len(graph.tensors[name].shape or ())
 
@@ -172,49 +165,106 @@ def tensor_bytes(name: str, graph: Graph, precision: str) -> int:
     return graph.tensors[name].size * WIDTHS.get(precision, WIDTHS["fp32"])[0]
 
 
-def _edges(decisions: list[Decision], graph: Graph):
-    """(producer index or None for a graph input, consumer index or None, tensor)."""
+@dataclass(frozen=True)
+class Net:
+    """A tensor, the kernel that writes it and every reader (None: the host, for a graph
+    input's writer and a graph output's reader). Crossing between NPU and host costs one
+    hand-over per net and direction, however many readers sit on the far side: the plan
+    (``driver._transfers``), the sequential estimate and the min-cut all charge it so."""
+    tensor: str
+    producer: int | None
+    consumers: tuple[int | None, ...]
+
+
+def nets(decisions: list[Decision], graph: Graph) -> list[Net]:
     producer = {t: i for i, d in enumerate(decisions) for t in d.kernel.outputs}
+    readers: dict[str, list[int | None]] = {}
     for j, d in enumerate(decisions):
         for t in d.kernel.inputs:
-            yield producer.get(t), j, t
+            readers.setdefault(t, []).append(j)
     for t in graph.outputs:
         if t in producer:
-            yield producer[t], None, t
+            readers.setdefault(t, []).append(None)
+    return [Net(t, producer.get(t), tuple(dict.fromkeys(r))) for t, r in readers.items()]
+
+
+def hand_over_precision(net: Net, precisions: list[str]) -> str:
+    """The precision a hand-over moves: its writer's, or a graph input's first reader's."""
+    if net.producer is not None:
+        return precisions[net.producer]
+    return precisions[next(c for c in net.consumers if c is not None)]
+
+
+@dataclass(frozen=True)
+class HandOver:
+    nbytes: int
+    host_layout: str
+    convert: bool
+    cycles: float
+
+
+def hand_over(tensor: str, graph: Graph, profile: HardwareProfile, precision: str
+              ) -> HandOver:
+    """One hand-over of ``tensor``: a graph input or output is converted to or from the
+    application's layout (``graph.io_layout``), any other tensor to or from the host's."""
+    graph_io = tensor in graph.inputs or tensor in graph.outputs
+    host = graph.io_layout if graph_io else profile.host.layout
+    convert = needs_conversion(profile.layout, host, _rank(tensor, graph))
+    nbytes = tensor_bytes(tensor, graph, precision)
+    return HandOver(nbytes, host, convert, transfer_cycles(nbytes, profile, convert))
+
+
+def hand_over_cycles(tensor: str, graph: Graph, profile: HardwareProfile,
+                     precision: str) -> float:
+    return hand_over(tensor, graph, profile, precision).cycles
+
+
+def _side(index: int | None, targets: list[str]) -> str:
+    return CPU if index is None else targets[index]
 
 
 def total_cycles(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
                  targets: list[str]) -> float:
-    """Sequential latency estimate of an assignment: kernels plus boundary transfers."""
+    """Sequential latency estimate of an assignment: kernels plus hand-overs (one per net
+    that crosses)."""
     total = sum(d.npu_cycles if t == NPU else d.cpu_cycles
                 for d, t in zip(decisions, targets, strict=True))
-    for u, v, t in _edges(decisions, graph):
-        side_u = CPU if u is None else targets[u]
-        side_v = CPU if v is None else targets[v]
-        if side_u != side_v:
-            prec = decisions[u if u is not None else v].precision
-            total += _edge_cycles(t, graph, profile, prec, u is None or v is None)
+    precisions = [d.precision for d in decisions]
+    for net in nets(decisions, graph):
+        side = _side(net.producer, targets)
+        if any(_side(c, targets) != side for c in net.consumers):
+            total += hand_over_cycles(net.tensor, graph, profile,
+                                      hand_over_precision(net, precisions))
     return total
 
 
 def optimal_targets(decisions: list[Decision], graph: Graph, profile: HardwareProfile
                     ) -> list[str]:
+    """The assignment of least ``total_cycles``: an s-t minimum cut (source: the NPU side)
+    in which each net's hand-over is one gadget per direction, so that it is paid once
+    however many readers cross (the exact cut of a hyperedge: Lawler, *Cutsets and
+    partitions of hypergraphs*, Networks 3, 1973). NPU -> host: writer -> x (cost),
+    x -> each reader (infinite). Host -> NPU: each reader -> y (infinite), y -> writer
+    (cost)."""
     g = nx.DiGraph()
     for i, d in enumerate(decisions):
         g.add_edge("npu", i, capacity=float(d.cpu_cycles))
         g.add_edge(i, "cpu", capacity=float(d.npu_cycles) if d.npu_ok else _INFEASIBLE)
-    for u, v, t in _edges(decisions, graph):
-        d = decisions[u if u is not None else v]
-        cost = _edge_cycles(t, graph, profile, d.precision, u is None or v is None)
-        if u is None or v is None:  # graph input/output lives on the host
-            end = v if u is None else u
-            g[end]["cpu"]["capacity"] += cost
-            continue
-        for a, b in ((u, v), (v, u)):
-            if g.has_edge(a, b):
-                g[a][b]["capacity"] += cost
-            else:
-                g.add_edge(a, b, capacity=cost)
+    precisions = [d.precision for d in decisions]
+    for n, net in enumerate(nets(decisions, graph)):
+        cost = hand_over_cycles(net.tensor, graph, profile, hand_over_precision(net, precisions))
+        readers = [c for c in net.consumers if c is not None]
+        writer = "cpu" if net.producer is None else net.producer
+        if net.producer is not None:  # written on the NPU, read on the host
+            x = ("to_host", n)
+            g.add_edge(net.producer, x, capacity=cost)
+            for c in net.consumers:
+                g.add_edge(x, "cpu" if c is None else c)  # no capacity: infinite
+        if readers:  # written on the host, read on the NPU
+            y = ("to_npu", n)
+            g.add_edge(y, writer, capacity=cost)
+            for c in readers:
+                g.add_edge(c, y)
     _, (npu_side, _) = nx.minimum_cut(g, "npu", "cpu")
     return [NPU if i in npu_side else CPU for i in range(len(decisions))]
 

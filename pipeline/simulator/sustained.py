@@ -1,7 +1,7 @@
 """``simulate.sustained``: minutes of inference through the profile's thermal model.
 
-The compiled plan gives one frame (``hardware.thermal.frame_from_kernels``: which cycles
-scale with the clock, which time does not, the frame's dynamic energy);
+The compiled plan gives one frame: its time at each clock the governor sets, the plan
+re-costed at that clock (``time_at``, from ``pipeline.evaluator``), and its dynamic energy;
 ``hardware.thermal.run`` steps that frame over the requested seconds; this module picks
 the power mode and ambient, writes ``sustained.csv`` and ``sustained.png`` and returns the
 metrics. One vectorless loop over 0.1 s steps: ten minutes is 6,000 steps,
@@ -10,11 +10,13 @@ milliseconds, whatever the frame rate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from hardware.profile import HardwareProfile
-from hardware.thermal import PowerMode, SustainedRun, frame_from_kernels, run
+from hardware.thermal import FrameModel, PowerMode, SustainedRun, run
 from pipeline.artifacts import pyplot, save_figure, write_csv
 
 COLUMNS = ("time_s", "temperature_c", "frequency_mhz", "latency_ms", "power_w", "frames")
@@ -28,12 +30,15 @@ def power_mode(profile: HardwareProfile, name: str | None) -> PowerMode:
         profile.power_modes[name]
 
 
-def simulate(plan: dict[str, Any], latency_s: float, profile: HardwareProfile, cfg: Any,
-             out_dir: Path, plots: bool) -> dict[str, Any]:
+def simulate(plan: dict[str, Any], time_at: Callable[[float], float],
+             profile: HardwareProfile, cfg: Any, out_dir: Path, plots: bool
+             ) -> dict[str, Any]:
+    """``time_at``: a frame's seconds at a clock in MHz (asked once per clock)."""
     mode = power_mode(profile, cfg.power_mode)
     ambient = profile.thermal.ambient_c if cfg.ambient_c is None else float(cfg.ambient_c)
-    frame = frame_from_kernels(plan["kernels"], latency_s, profile.frequency_mhz,
-                               profile.energy.static_mw)
+    dynamic_j = sum(k["cost"]["energy_pj"] for k in plan["kernels"]
+                    if k["target"] == "npu") * 1e-12
+    frame = FrameModel(cache(time_at), dynamic_j, profile.energy.static_mw * 1e-3)
     result = run(frame, mode, profile.thermal, ambient, float(cfg.seconds), float(cfg.fps))
     write_csv(out_dir / "sustained.csv", _rows(result), COLUMNS)
     if plots:

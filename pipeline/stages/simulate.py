@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -27,7 +28,8 @@ log = logging.getLogger(__name__)
 class SimulateStage(Stage):
     name = "simulate"
     version = "1"
-    config_keys = ("simulate", "hardware")
+    # compile and quant: the sustained run re-costs the plan at each clock (PlanEvaluator)
+    config_keys = ("simulate", "hardware", "compile", "quant")
     produces = frozenset({
         "avg_power_w", "batch", "cold_start_ms", "critical_path_kernels", "cycles_total",
         "dram_bytes", "energy_mj", "energy_mj_per_image", "fallback_ms", "frames",
@@ -81,7 +83,7 @@ class SimulateStage(Stage):
         if sim.plots is not False:  # None (auto): the CLI sets False for a sweep job
             plots.draw(single + dma, rows, plan, profile, metrics["latency_ms"], out_dir)
         if sim.sustained.seconds > 0:
-            metrics.update(sustained.simulate(plan, metrics["latency_ms"] * 1e-3, profile,
+            metrics.update(sustained.simulate(plan, self._time_at(inputs, cfg), profile,
                                               sim.sustained, out_dir, sim.plots is not False))
         write_json(out_dir / "trace.json", chrome_trace(
             plan, {"single inference": single + dma, "throughput run": frames},
@@ -90,6 +92,15 @@ class SimulateStage(Stage):
             compact=True)
         self._print(metrics, parts)
         return StageResult(metrics)
+
+    @staticmethod
+    def _time_at(inputs: StageInputs, cfg: DictConfig) -> Callable[[float], float]:
+        """A frame's seconds at a clock: the plan re-costed there (the evaluator's
+        ``driver.recost``), as the chip runs the same compiled model when throttled."""
+        from pipeline.evaluator import PlanEvaluator
+
+        evaluator = PlanEvaluator.from_inputs(inputs, cfg)
+        return lambda mhz: evaluator.evaluate({"frequency_mhz": mhz}).latency_ms * 1e-3
 
     @staticmethod
     def _print(metrics: dict, parts: dict[str, float]) -> None:
