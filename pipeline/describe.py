@@ -18,16 +18,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
-import re
 import sys
 import typing
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pipeline.schema_keys import all_keys, did_you_mean, schema_class, type_hints
+from pipeline.schema_keys import all_keys, did_you_mean, field_docs, schema_class, type_hints
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 EXTRA_LISTS = ("stages", "passes")
@@ -37,29 +35,6 @@ UNITS = {"kb": "KB (1024 bytes)", "mb": "MB", "mhz": "MHz", "gbps": "GB/s", "ns"
          "c": "degrees C", "pj": "pJ", "mw": "mW", "w": "W", "bytes": "bytes",
          "cycles": "cycles", "fps": "frames per second", "gflops": "GFLOP/s",
          "percentile": "percent"}
-_FIELD = re.compile(r"^\s+(\w+)\s*:\s*[^=]")
-
-
-@cache
-def field_docs(cls: type) -> dict[str, str]:
-    """Each field's comment: the ``#`` block right above it plus its end-of-line comment."""
-    try:
-        lines = inspect.getsource(cls).splitlines()
-    except (OSError, TypeError):
-        return {}
-    docs: dict[str, str] = {}
-    pending: list[str] = []
-    for line in lines[1:]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            pending.append(stripped.lstrip("# ").rstrip())
-            continue
-        match = _FIELD.match(line)
-        if match and not stripped.startswith(("def ", "@", '"')):
-            trailing = line.split("  # ", 1)[1].strip() if "  # " in line else ""
-            docs[match.group(1)] = " ".join([*pending, trailing]).strip()
-        pending = []
-    return docs
 
 
 def _type_name(kind: Any) -> str:

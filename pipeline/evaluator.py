@@ -34,6 +34,7 @@ from ops.graph import Graph
 from pipeline.compiler.costing import cpu_cost
 from pipeline.compiler.driver import compile_decisions, layout, recost
 from pipeline.compiler.placement import NPU, Decision, optimal_targets
+from pipeline.compiler.plan import Plan
 from pipeline.errors import UserError
 from pipeline.simulator.metrics import inference_metrics
 
@@ -112,8 +113,10 @@ def _evaluate_part(points: list[Mapping[str, float]]) -> list[Estimate]:
 
 class PlanEvaluator:
     def __init__(self, decisions: list[Decision], graph: Graph, profile: HardwareProfile,
-                 compile_cfg: DictConfig) -> None:
-        self.decisions, self.graph, self.profile = decisions, graph, profile
+                 compile_cfg: DictConfig, plan: Plan) -> None:
+        """``plan``: the compiled plan of ``decisions`` (its head and static fields are
+        kept; each point re-prices its kernels, transfers and memory)."""
+        self.decisions, self.graph, self.profile, self.base = decisions, graph, profile, plan
         self.cfg = _plain(OmegaConf.to_container(compile_cfg, resolve=True))
         self.targets = [d.target for d in decisions]
         # the memory plan and the weight cache depend on sizes, not on the prices a point
@@ -138,15 +141,14 @@ class PlanEvaluator:
         upstream = {s: p for s, p in inputs.items() if s not in ("compile", "simulate")}
         profile = profile_from_config(cfg.hardware)
         _, graph, scheme, float_precision = CompileStage.compile_input(upstream, cfg)
-        decisions, _ = compile_decisions(graph, profile, cfg.compile, scheme,
-                                         float_precision)
-        return cls(decisions, graph, profile, cfg.compile)
+        decisions, plan = compile_decisions(graph, profile, cfg.compile, scheme,
+                                            float_precision)
+        return cls(decisions, graph, profile, cfg.compile, Plan.from_json(plan))
 
     def evaluate(self, point: Mapping[str, float]) -> Estimate:
         profile = _with(self.profile, point)
-        plan = {"kernels": [], "transfers": [], "memory": {}, "batch": 1,
-                **recost(self.decisions, self.graph, profile, self.cfg, self.layout,
-                         self.entries)}
+        plan = self.base.repriced(recost(self.decisions, self.graph, profile, self.cfg,
+                                         self.layout, self.entries))
         _, _, m = inference_metrics(plan, profile)
         return Estimate(dict(point), m["latency_ms"], m["cycles_total"], m["energy_mj"],
                         m["avg_power_w"], m["dram_bytes"], m["mac_utilization"],
@@ -169,16 +171,16 @@ class PlanEvaluator:
             done = pool.map(_evaluate_part, parts)
         return [e for part in done for e in part]
 
-    def _held(self, plan: dict[str, Any], profile: HardwareProfile) -> bool:
+    def _held(self, plan: Plan, profile: HardwareProfile) -> bool:
         """Would the compiler place the kernels as held at these prices? Greedy placement
         follows the op checks alone (prices never move a kernel); the min-cut of
         ``placement: optimal`` is re-solved with this point's prices."""
         if self.cfg.get("placement", "greedy") != "optimal":
             return True
         npu_cycles = [d.npu_cycles for d in self.decisions]
-        for d, k in zip(self.decisions, plan["kernels"], strict=True):
+        for d, k in zip(self.decisions, plan.kernels, strict=True):
             if d.target == NPU:
-                d.npu_cycles = float(k["cost"]["total_cycles"])
+                d.npu_cycles = float(k.cost.total_cycles)
             d.cpu_cycles = float(cpu_cost(d.work, d.precision, profile).total_cycles)
         try:
             return optimal_targets(self.decisions, self.graph, profile) == self.targets

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.artifacts import read_csv, write_text
+from pipeline.compiler.plan import Kernel, Plan, read_plan
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -117,16 +118,16 @@ def _page(title: str, sections: list[str]) -> str:
             f"<h1>{_e(title)}</h1>{''.join(sections)}<script>{SCRIPT}</script></body></html>")
 
 
-def why_on_cpu(kernel: dict[str, Any]) -> str:
+def why_on_cpu(kernel: Kernel) -> str:
     """A CPU kernel's reason: the first NPU rule it failed, or the min-cut's trade (every
     rule passed, but the whole plan is faster with the transfers it saves)."""
-    if kernel["target"] != "cpu":
+    if kernel.target != "cpu":
         return ""
-    failed = next((c for c in kernel["checks"] if not c["passed"]), None)
+    failed = next((c for c in kernel.checks if not c.passed), None)
     if failed is not None:
-        return f"{failed['text']} ({failed.get('detail') or ''})"
-    if kernel.get("moved_by_optimizer"):
-        npu, cpu = kernel.get("npu_estimate_cycles"), kernel.get("cpu_estimate_cycles")
+        return f"{failed.text} ({failed.detail or ''})"
+    if kernel.moved_by_optimizer:
+        npu, cpu = kernel.npu_estimate_cycles, kernel.cpu_estimate_cycles
         costs = (f": {cpu:,.0f} CPU cycles against {npu:,.0f} on the NPU plus the "
                  "transfers either side" if npu is not None and cpu is not None else "")
         return ("moved by compile.placement=optimal (every NPU rule passes; the plan is "
@@ -134,12 +135,12 @@ def why_on_cpu(kernel: dict[str, Any]) -> str:
     return ""
 
 
-def _placement(plan: dict[str, Any]) -> str:
+def _placement(plan: Plan) -> str:
     rows = []
-    for k in plan["kernels"]:
-        rows.append({"kernel": k["name"], "ops": "+".join(k["op_types"]), "target": k["target"],
-                     "precision": k["precision"], "cycles": k["cost"]["total_cycles"],
-                     "why on the CPU": why_on_cpu(k), "cls": k["target"]})
+    for k in plan.kernels:
+        rows.append({"kernel": k.name, "ops": "+".join(k.op_types), "target": k.target,
+                     "precision": k.precision, "cycles": k.cost.total_cycles,
+                     "why on the CPU": why_on_cpu(k), "cls": k.target})
     return _table(rows, ["kernel", "ops", "target", "precision", "cycles", "why on the CPU"],
                   "placement", left=("kernel", "ops", "target", "why on the CPU"),
                   row_class="cls")
@@ -149,7 +150,8 @@ def run_page(run_dir: Path) -> str:
     metrics = _json(run_dir / "metrics.json") or {}
     model = _json(run_dir / "export" / "model.json") or {}
     parts = _json(run_dir / "simulate" / "breakdown.json") or {}
-    plan = _json(run_dir / "compile" / "plan.json")
+    plan_file = run_dir / "compile" / "plan.json"
+    plan = read_plan(plan_file) if plan_file.is_file() else None
     sections = ["<h2>Model</h2>", _kv([
         ("name", model.get("name")), ("source", model.get("source")),
         ("nodes", model.get("nodes")), ("MACs", model.get("macs")),

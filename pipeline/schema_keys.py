@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
+import re
 import sys
 import typing
+from functools import cache
 from typing import Any
+
+_FIELD = re.compile(r"^\s+(\w+)\s*:\s*[^=]")
 
 
 def schema_class() -> type:
@@ -40,3 +45,25 @@ def did_you_mean(name: str, known: list[str]) -> str:
     """`` (did you mean a, b?)`` for the closest known names, or ''."""
     close = difflib.get_close_matches(name, list(dict.fromkeys(known)), n=3, cutoff=0.6)
     return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's comment: the ``#`` block right above it plus its end-of-line comment."""
+    try:
+        lines = inspect.getsource(cls).splitlines()
+    except (OSError, TypeError):
+        return {}
+    docs: dict[str, str] = {}
+    pending: list[str] = []
+    for line in lines[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            pending.append(stripped.lstrip("# ").rstrip())
+            continue
+        match = _FIELD.match(line)
+        if match and not stripped.startswith(("def ", "@", '"')):
+            trailing = line.split("  # ", 1)[1].strip() if "  # " in line else ""
+            docs[match.group(1)] = " ".join([*pending, trailing]).strip()
+        pending = []
+    return docs

@@ -17,7 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from hardware.profile import load_profile
 from ops.load import from_onnx
 from pipeline.compiler import memory_plan
-from pipeline.compiler.driver import PLAN_VERSION, compile_graph
+from pipeline.compiler.driver import compile_graph
+from pipeline.compiler.plan import PLAN_VERSION, Plan
 from pipeline.compiler.report import compile_log
 from pipeline.errors import UserError
 from pipeline.zoo import ZOO
@@ -50,7 +51,7 @@ def test_gelu_falls_back_with_reasons_where_unsupported(bert):
     div = _kernel(plan, "div_1")
     assert div["target"] == "cpu" and div["fused_form_failed"]
     assert div["fused_failed_checks"][0]["detail"] == "'Gelu' not in list"
-    log = compile_log(plan)
+    log = compile_log(Plan.from_json(plan))
     entry = log.split("[INFO] Kernel 'div_1'")[1].split("[INFO]")[0]
     assert "Fused form Gelu (div_1+erf_1+add_7+mul_2+mul_3)" in entry
     assert "('Gelu' not in list): FAIL" in entry
@@ -298,7 +299,7 @@ def test_sram_shortage_spills_and_is_reported():
     mem = plan["memory"]
     assert mem["spilled_to_dram"]
     assert mem["sram_arena_peak_bytes"] <= mem["activation_budget_bytes"]
-    assert "spilled to DRAM" in compile_log(plan)
+    assert "spilled to DRAM" in compile_log(Plan.from_json(plan))
 
 
 def test_control_flow_stops_in_one_line_and_leaves_nothing_half_written(tmp_path):
@@ -434,3 +435,32 @@ def test_compiling_never_changes_the_graph(model, hardware, overrides):
     assert pickle.dumps(graph) == before
     assert json.dumps(_compile(graph, _profile(hardware), **overrides), sort_keys=True) \
         == json.dumps(first, sort_keys=True)
+
+
+def test_the_plan_round_trips_through_its_types_and_names_a_bad_field(tmp_path):
+    """compile/plan.json is the typed Plan's JSON, field for field; a field that is
+    misspelt, missing or of the wrong type is named with its path, and docs/plan.md is
+    what the types generate."""
+    import copy
+
+    from pipeline.compiler.plan import markdown, read_plan
+
+    written = _compile(from_onnx(ZOO["resnet18"](seed=0, opset=17)), _profile("edge_tpu"))
+    typed = Plan.from_json(written)
+    assert typed.to_json() == written
+    assert typed.kernels[3].cost.total_cycles == written["kernels"][3]["cost"]["total_cycles"]
+    typo = copy.deepcopy(written)
+    typo["kernels"][2]["cost"]["total_cylces"] = typo["kernels"][2]["cost"].pop("total_cycles")
+    with pytest.raises(ValueError, match=r"plan\.kernels\[2\]\.cost: unknown field "
+                                         r"'total_cylces'"):
+        Plan.from_json(typo)
+    wrong = copy.deepcopy(written)
+    wrong["transfers"][0]["from"] = "conv_1"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(wrong))
+    with pytest.raises(UserError, match=r"plan\.transfers\[0\]\.from: expected int"):
+        read_plan(path)
+    old = {**written, "version": "npuflow.plan/2"}
+    with pytest.raises(ValueError, match="compile again"):
+        Plan.from_json(old)
+    assert (CONF.parent / "docs" / "plan.md").read_text() == markdown()

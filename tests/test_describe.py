@@ -220,16 +220,20 @@ def test_weights_in_constant_nodes_are_parameters():
 
 
 def test_a_kernel_the_min_cut_moved_says_why_it_is_on_the_cpu():
+    from types import SimpleNamespace
+
+    from pipeline.compiler.plan import Check
     from pipeline.html_report import why_on_cpu
 
-    passed = [{"passed": True, "text": "op supported", "detail": ""}]
-    moved = {"target": "cpu", "checks": passed, "moved_by_optimizer": True,
-             "npu_estimate_cycles": 900.0, "cpu_estimate_cycles": 1200.0}
+    passed = [Check("n", "op", "op supported", True, "")]
+    moved = SimpleNamespace(target="cpu", checks=passed, moved_by_optimizer=True,
+                            npu_estimate_cycles=900.0, cpu_estimate_cycles=1200.0)
     assert "compile.placement=optimal" in why_on_cpu(moved) and "1,200 CPU" in why_on_cpu(moved)
-    refused = {"target": "cpu", "checks": [{"passed": False, "text": "kernel too large",
-                                            "detail": "9 > 7"}], "moved_by_optimizer": False}
+    refused = SimpleNamespace(target="cpu", moved_by_optimizer=False,
+                              checks=[Check("n", "kernel", "kernel too large", False, "9 > 7")])
     assert why_on_cpu(refused) == "kernel too large (9 > 7)"
-    assert why_on_cpu({**moved, "target": "npu"}) == ""
+    moved.target = "npu"
+    assert why_on_cpu(moved) == ""
 
 
 def test_scalar_and_vector_outputs_are_judged_without_a_crash():

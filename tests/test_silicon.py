@@ -34,6 +34,7 @@ from ops.load import from_onnx
 from ops.work import ARRAY, VECTOR, GemmShape, Work
 from pipeline.compiler.costing import CostContext, core_shares, npu_cost
 from pipeline.compiler.driver import compile_graph
+from pipeline.compiler.plan import Plan
 from pipeline.runner import run_pipeline
 from pipeline.simulator.replay import FrameCosts, build
 from pipeline.zoo import ZOO
@@ -496,7 +497,7 @@ def test_placement_estimate_is_the_plans_cost_and_bounds_the_simulated_latency(m
     serial = sum(k["cost"]["total_cycles"] for k in plan["kernels"]) + \
         sum(t["cycles"] for t in plan["transfers"])
     assert plan["placement"]["greedy_cycles"] == plan["placement"]["optimal_cycles"] == serial
-    makespan = schedule(build(plan, p, 1, 1, FrameCosts(0, 0)))
+    makespan = schedule(build(Plan.from_json(plan), p, 1, 1, FrameCosts(0, 0)))
     assert 0.5 * serial <= makespan <= serial
 
 

@@ -16,6 +16,7 @@ from hardware.profile import load_profile
 from hardware.timeline import Task, longest_path, schedule
 from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
+from pipeline.compiler.plan import Plan
 from pipeline.model_source import fix_input_shapes
 from pipeline.simulator.metrics import latency_metrics
 from pipeline.simulator.replay import FrameCosts, build
@@ -35,7 +36,8 @@ NO_HOST_WORK = FrameCosts(0, 0)
 
 
 def _simulate(graph, profile, frames=1, depth=1, costs=NO_HOST_WORK, **compile_cfg):
-    plan = compile_graph(graph, profile, OmegaConf.merge(COMPILE, compile_cfg), "int8")
+    plan = Plan.from_json(compile_graph(graph, profile, OmegaConf.merge(COMPILE, compile_cfg),
+                                        "int8"))
     tasks = build(plan, profile, frames, depth, costs)
     span = schedule(tasks)
     return plan, tasks, span
@@ -58,10 +60,10 @@ def graphs(tmp_path_factory):
 
 def _kernel_bound(k, profile):
     """A kernel's physical lower bound: its MACs at peak, its compulsory bytes at DRAM speed."""
-    if k["target"] != "npu":
+    if k.target != "npu":
         return 0
     peak = max(profile.peak_macs_per_cycle.values())
-    return max(k["macs"] / peak, k["cost"]["compulsory_dram_bytes"] / bytes_per_cycle(profile))
+    return max(k.macs / peak, k.cost.compulsory_dram_bytes / bytes_per_cycle(profile))
 
 
 @pytest.mark.parametrize("profile_name", PROFILES)
@@ -69,16 +71,16 @@ def test_latency_never_beats_the_critical_path_of_kernel_bounds(graphs, profile_
     profile = _profile(profile_name)
     for name, graph in graphs.items():
         plan, tasks, span = _simulate(graph, profile)
-        bounds = [_kernel_bound(k, profile) for k in plan["kernels"]]
-        deps = [k["deps"] for k in plan["kernels"]]
+        bounds = [_kernel_bound(k, profile) for k in plan.kernels]
+        deps = [k.deps for k in plan.kernels]
         assert span >= longest_path(bounds, deps), (name, profile_name)
         bw = bytes_per_cycle(profile)
-        for k in plan["kernels"]:
-            c = k["cost"]
-            if k["target"] == "npu" and k["macs"]:
-                achieved = k["macs"] / c["total_cycles"]
+        for k in plan.kernels:
+            c = k.cost
+            if k.target == "npu" and k.macs:
+                achieved = k.macs / c.total_cycles
                 assert achieved <= max(profile.peak_macs_per_cycle.values())
-                assert c["total_cycles"] >= c["dram_bytes"] / bw - 1  # under the roofline
+                assert c.total_cycles >= c.dram_bytes / bw - 1  # under the roofline
         metrics = latency_metrics(plan, tasks, span, profile)
         assert 0 <= metrics["mac_utilization"] <= 1 and 0 <= metrics["sram_hit_rate"] <= 1
 
@@ -97,12 +99,12 @@ def test_dispatch_overhead_is_paid_per_kernel_launch(graphs):
     free = dataclasses.replace(rk, dispatch_cycles=0)
     plan, _, with_dispatch = _simulate(graphs["mobilenet_v2"], rk, fusion=False)
     _, _, without = _simulate(graphs["mobilenet_v2"], free, fusion=False)
-    launches = sum(1 for k in plan["kernels"] if k["target"] == "npu"
-                   and k["cost"]["overhead_cycles"])
+    launches = sum(1 for k in plan.kernels if k.target == "npu"
+                   and k.cost.overhead_cycles)
     assert launches > 20
     assert with_dispatch - without == pytest.approx(launches * rk.dispatch_cycles, rel=0.02)
     fused_plan, _, fused = _simulate(graphs["mobilenet_v2"], rk)
-    assert len(fused_plan["kernels"]) < len(plan["kernels"]) and fused < with_dispatch
+    assert len(fused_plan.kernels) < len(plan.kernels) and fused < with_dispatch
 
 
 def _two_branch_graph():
@@ -176,17 +178,17 @@ def test_cold_start_adds_the_one_time_load_of_cached_weights(graphs):
     tpu = _profile("edge_tpu")  # caches parameters on chip
     plan, tasks, span = _simulate(graphs["digits_mlp"], tpu)
     metrics = latency_metrics(plan, tasks, span, tpu)
-    mem = plan["memory"]
-    assert mem["cached_weight_bytes"] == mem["weight_bytes"] > 0  # 17 k params fit
-    load_ms = mem["weight_bytes"] / (tpu.dram.bandwidth_gbps * 1e6)
+    mem = plan.memory
+    assert mem.cached_weight_bytes == mem.weight_bytes > 0  # 17 k params fit
+    load_ms = mem.weight_bytes / (tpu.dram.bandwidth_gbps * 1e6)
     setup_ms = tpu.cold_start.setup_us * 1e-3
     assert metrics["cold_start_ms"] == pytest.approx(metrics["latency_ms"] + load_ms + setup_ms)
     # rk3588 streams every weight every inference: the first one pays only the driver's
     # setup and each NPU kernel's command upload
     rk = _profile("rk3588")
     plan, tasks, span = _simulate(graphs["resnet18"], rk)
-    assert plan["memory"]["cached_weight_bytes"] == 0
-    npu = sum(1 for k in plan["kernels"] if k["target"] == "npu")
+    assert plan.memory.cached_weight_bytes == 0
+    npu = sum(1 for k in plan.kernels if k.target == "npu")
     upload_ms = npu * rk.cold_start.command_bytes_per_kernel / (rk.dram.bandwidth_gbps * 1e6)
     rk_metrics = latency_metrics(plan, tasks, span, rk)
     assert rk_metrics["cold_start_ms"] == pytest.approx(
@@ -215,13 +217,13 @@ def test_graph_io_is_not_fallback_and_the_legend_lists_what_is_drawn(graphs, tmp
     rk = _profile("rk3588")
     plan, tasks, span = _simulate(graphs["mobilenet_v2"], rk)
     metrics = latency_metrics(plan, tasks, span, rk)
-    assert all(k["target"] == "npu" for k in plan["kernels"])
+    assert all(k.target == "npu" for k in plan.kernels)
     assert metrics["fallback_ms"] == 0 and metrics["graph_io_ms"] > 0
     assert {t.category for t in tasks if t.name.startswith(("convert:", "link:"))} == \
         {"graph_io"}
     tpu = _profile("edge_tpu")
     mixed, mixed_tasks, mixed_span = _simulate(graphs["bert_encoder"], tpu)
-    assert any(k["target"] == "cpu" for k in mixed["kernels"])
+    assert any(k.target == "cpu" for k in mixed.kernels)
     assert latency_metrics(mixed, mixed_tasks, mixed_span, tpu)["fallback_ms"] > 0
     drawn: list[list[str]] = []
     real_legend = plt.Axes.legend

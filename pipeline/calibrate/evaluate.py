@@ -20,6 +20,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.calibrate.measurements import Measurement
+from pipeline.compiler.plan import read_plan
 from pipeline.errors import UserError
 from pipeline.registry import build_chain
 from pipeline.runner import run_stage
@@ -103,15 +104,16 @@ class RowModel:
                     metrics.update(stage_metrics)
                     inputs[name] = run_dir / name
                 plan_file = run_dir / "compile" / "plan.json"
-                plan = json.loads(plan_file.read_text()) if plan_file.is_file() else {}
+                plan = read_plan(plan_file) if plan_file.is_file() else None
                 mhz = float(self.cfg.hardware.frequency_mhz)
         finally:
             for key, value in saved.items():
                 OmegaConf.update(hw, key, value)
         if "latency_ms" not in metrics:
             raise UserError(f"row {self.row.row}: the chain reports no latency_ms")
-        kernels = [{"name": k["name"], "ops": k["ops"]} for k in plan.get("kernels", [])]
-        times = {k["name"]: k["cost"]["total_cycles"] / mhz for k in plan.get("kernels", [])}
+        planned = plan.kernels if plan is not None else []
+        kernels = [{"name": k.name, "ops": k.ops} for k in planned]
+        times = {k.name: k.cost.total_cycles / mhz for k in planned}
         return float(metrics["latency_ms"]), times, kernels
 
 

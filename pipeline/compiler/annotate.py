@@ -11,31 +11,31 @@ untouched: the file runs in onnxruntime as the compiled model does.
 
 from __future__ import annotations
 
-from typing import Any
-
 import onnx
+
+from pipeline.compiler.plan import Plan
 
 PREFIX = "npuflow."
 
 
-def node_facts(plan: dict[str, Any]) -> dict[str, dict[str, str]]:
+def node_facts(plan: Plan) -> dict[str, dict[str, str]]:
     """ONNX node name -> the properties written on it."""
     out: dict[str, dict[str, str]] = {}
-    for k in plan["kernels"]:
-        c = k["cost"]
-        failed = next((f"{r['text']} ({r['detail']})" if r.get("detail") else r["text"]
-                       for _, r in ((None, r) for r in k["checks"]) if not r["passed"]), "")
-        for node in k["ops"]:
-            facts = {"target": k["target"], "kernel": k["name"],
-                     "cycles": str(c["total_cycles"]), "bound": c["bound"],
-                     "precision": k["precision"], "unit": c["unit"]}
-            if k["target"] == "cpu" and failed:
+    for k in plan.kernels:
+        c = k.cost
+        failed = next((f"{r.text} ({r.detail})" if r.detail else r.text
+                       for r in k.checks if not r.passed), "")
+        for node in k.ops:
+            facts = {"target": k.target, "kernel": k.name,
+                     "cycles": str(c.total_cycles), "bound": c.bound,
+                     "precision": k.precision, "unit": c.unit}
+            if k.target == "cpu" and failed:
                 facts["failed_rule"] = failed
             out[node] = facts
     return out
 
 
-def annotate(model: onnx.ModelProto, plan: dict[str, Any]) -> onnx.ModelProto:
+def annotate(model: onnx.ModelProto, plan: Plan) -> onnx.ModelProto:
     facts = node_facts(plan)
     for node in model.graph.node:
         mine = facts.get(node.name)

@@ -38,10 +38,9 @@ from pipeline.compiler.placement import (
     place,
     tensor_bytes,
 )
+from pipeline.compiler.plan import PLAN_VERSION
 from pipeline.compiler.weights import weight_dram_bytes
 from pipeline.errors import UserError
-
-PLAN_VERSION = "npuflow.plan/2"
 
 
 def _enabled_patterns(cfg: DictConfig, profile: HardwareProfile) -> dict[str, bool]:
@@ -96,6 +95,11 @@ def _cost_dict(cost: KernelCost) -> dict[str, Any]:
             "unit": cost.unit}
 
 
+def _name(choice: Any) -> str:
+    """A config choice as the plan writes it: an enum's name, or the string itself."""
+    return str(getattr(choice, "name", choice))
+
+
 def control_flow_nodes(graph: Graph, policy: str) -> list[str]:
     """Names of the If/Loop/Scan nodes, whose bodies the plan cannot cost: how many times a
     Loop runs or which branch an If takes is decided by run-time data, and a static NPU
@@ -147,7 +151,7 @@ def compile_decisions(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
         "inputs": graph.inputs,
         "outputs": graph.outputs,
         "batch": batch_size(graph),
-        "placement": {"mode": cfg.placement, **placement},
+        "placement": {"mode": _name(cfg.placement), **placement},
         "uncosted_ops": uncosted,
         **body,
     }
@@ -255,7 +259,7 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
         "buffers": [dataclasses.asdict(b) for b in buffers],
         "memory": {
             "sram_bytes": sram_total, "activation_budget_bytes": act_budget,
-            "weights": cfg.memory.weights,
+            "weights": _name(cfg.memory.weights),
             "weight_bytes": weight_bytes,
             "cached_weight_bytes": lay.cached,
             "streamed_weight_bytes": weight_bytes - lay.cached,
@@ -297,7 +301,7 @@ def _static_entry(i: int, d: Decision, profile: HardwareProfile, producer: dict[
         "op_types": d.kernel.op_types, "pattern": d.kernel.pattern,
         "composite": d.kernel.composite, "family": spec_for(d.kernel.anchor).family,
         "target": d.target, "precision": d.precision,
-        "layout": profile.layout if d.target == NPU else profile.host.layout,
+        "layout": _name(profile.layout if d.target == NPU else profile.host.layout),
         "unit": None, "macs": d.work.macs, "depthwise": d.depthwise,
         "gemm": None if g is None else {"m": g.m, "k": g.k, "n": g.n, "groups": g.groups},
         "tiling": None, "cores": 1, "inputs": d.kernel.inputs, "outputs": d.kernel.outputs,

@@ -19,12 +19,13 @@ from hardware.profile import HardwareProfile
 from hardware.timeline import schedule
 from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
+from pipeline.compiler.plan import Plan
 from pipeline.quantization import schemes
 from pipeline.simulator.metrics import latency_metrics
 from pipeline.simulator.replay import FrameCosts, build
 
 
-def frame_cost(plan: dict, profile: HardwareProfile) -> dict:
+def frame_cost(plan: Plan, profile: HardwareProfile) -> dict:
     single = build(plan, profile, 1, 1, FrameCosts(0, 0))
     return latency_metrics(plan, single, schedule(single), profile)
 
@@ -39,7 +40,7 @@ def cost_points(curve: list[dict], float_model: Path, calibration: Path, quant: 
             schemes.quantize_int(float_model, path, calibration, quant, point["float_nodes"])
             plan = compile_graph(from_onnx(onnx.load(path)), profile, compile_cfg,
                                  quant.scheme, quant.float_precision)
-            cost = frame_cost(plan, profile)
+            cost = frame_cost(Plan.from_json(plan), profile)
             out.append({**point, "latency_ms": cost["latency_ms"],
                         "energy_mj": cost["energy_mj"]})
     return out

@@ -15,88 +15,89 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.compiler.plan import Kernel, Plan, Transfer
 from pipeline.terminal import CONSOLE
 
 
-def _unit(kernel: dict[str, Any], target: str) -> str:
-    return f"{target.upper()}_{kernel['family'].upper()}"
+def _unit(kernel: Kernel, target: str) -> str:
+    return f"{target.upper()}_{kernel.family.upper()}"
 
 
-def kernel_entry(k: dict[str, Any], transfers: list[dict[str, Any]]) -> list[str]:
-    ops = "+".join(k["op_types"])
-    fused = f" [fused: {k['pattern']}]" if len(k["ops"]) > 1 else ""
+def kernel_entry(k: Kernel, transfers: list[Transfer]) -> list[str]:
+    ops = "+".join(k.op_types)
+    fused = f" [fused: {k.pattern}]" if len(k.ops) > 1 else ""
     npu, cpu = _unit(k, "npu"), _unit(k, "cpu")
-    weight = f"dtype: {k['precision']}" if k["gemm"] else "none"
+    weight = f"dtype: {k.precision}" if k.gemm else "none"
     lines = [
-        f"[INFO] Kernel '{k['name']}' ({k['composite'] or ops}){fused}:",
-        f"  - Input layout: {k['layout']}, dtype: {k['precision']} - Weights: {weight}",
+        f"[INFO] Kernel '{k.name}' ({k.composite or ops}){fused}:",
+        f"  - Input layout: {k.layout}, dtype: {k.precision} - Weights: {weight}",
         f"  - Candidate targets: {npu}, {cpu}",
         f"  - {npu} constraints check: " + "; ".join(
-            f"{c['text']} ({c['detail']}): {'PASS' if c['passed'] else 'FAIL'}"
-            for c in k["checks"]),
+            f"{c.text} ({c.detail}): {'PASS' if c.passed else 'FAIL'}"
+            for c in k.checks),
     ]
-    if k["fused_form_failed"]:
-        failed = "; ".join(f"{c['text']} ({c['detail']}): FAIL"
-                           for c in k["fused_failed_checks"])
-        lines.append(f"  - Fused form {k['fused_form']} constraints check: {failed}")
+    if k.fused_form_failed:
+        failed = "; ".join(f"{c.text} ({c.detail}): FAIL"
+                           for c in k.fused_failed_checks)
+        lines.append(f"  - Fused form {k.fused_form} constraints check: {failed}")
         lines.append("  - NOTE: falling back to the unfused ops, each placed on its own")
-    chosen = npu if k["target"] == "npu" else cpu
-    if k["moved_by_optimizer"]:
-        lines.append(f"  - NOTE: moved to {k['target'].upper()} by placement=optimal "
+    chosen = npu if k.target == "npu" else cpu
+    if k.moved_by_optimizer:
+        lines.append(f"  - NOTE: moved to {k.target.upper()} by placement=optimal "
                      "(cheaper than the transfers around it)")
-    mine = [t for t in transfers if t["to"] == k["id"] or t["from"] == k["id"]]
+    mine = [t for t in transfers if t.to == k.id or t.source == k.id]
     for t in mine:
-        if t["layout_conversion"]:
-            lines.append(f"  - WARNING: layout conversion required ({t['layout_conversion']})"
-                         f" for '{t['tensor']}', {t['bytes']:,} bytes, {t['cycles']:,} cycles")
-    extra = sum(t["cycles"] for t in mine if t["to"] == k["id"])
+        if t.layout_conversion:
+            lines.append(f"  - WARNING: layout conversion required ({t.layout_conversion})"
+                         f" for '{t.tensor}', {t.bytes:,} bytes, {t.cycles:,} cycles")
+    extra = sum(t.cycles for t in mine if t.to == k.id)
     suffix = f" (+{extra:,} for data transfer)" if extra else ""
     lines.append(f"  - Selected target: {chosen} - Estimated cycles: "
-                 f"{k['cost']['total_cycles']:,}{suffix}")
+                 f"{k.cost.total_cycles:,}{suffix}")
     return lines
 
 
-def compile_log(plan: dict[str, Any]) -> str:
-    lines = [f"npuflow compile log: graph '{plan['graph']}' on '{plan['profile']}', "
-             f"placement={plan['placement']['mode']}, plan {plan['version']}"]
-    for k in plan["kernels"]:
-        lines += kernel_entry(k, plan["transfers"])
-    mem = plan["memory"]
+def compile_log(plan: Plan) -> str:
+    lines = [f"npuflow compile log: graph '{plan.graph}' on '{plan.profile}', "
+             f"placement={plan.placement.mode}, plan {plan.version}"]
+    for k in plan.kernels:
+        lines += kernel_entry(k, plan.transfers)
+    mem = plan.memory
     lines += [
-        f"[INFO] Memory: SRAM arena peak {mem['sram_arena_peak_bytes']:,} of "
-        f"{mem['activation_budget_bytes']:,} activation bytes (live peak "
-        f"{mem['sram_live_peak_bytes']:,}); weights {mem['weights']} "
-        f"({mem['weight_bytes']:,} bytes); DRAM arena {mem['dram_arena_peak_bytes']:,} bytes",
+        f"[INFO] Memory: SRAM arena peak {mem.sram_arena_peak_bytes:,} of "
+        f"{mem.activation_budget_bytes:,} activation bytes (live peak "
+        f"{mem.sram_live_peak_bytes:,}); weights {mem.weights} "
+        f"({mem.weight_bytes:,} bytes); DRAM arena {mem.dram_arena_peak_bytes:,} bytes",
     ]
-    if mem["spilled_to_dram"]:
-        lines.append(f"[WARNING] {len(mem['spilled_to_dram'])} NPU tensors spilled to DRAM: "
-                     + ", ".join(mem["spilled_to_dram"][:10]))
-    headroom = 1 - mem["sram_arena_peak_bytes"] / max(mem["activation_budget_bytes"], 1)
+    if mem.spilled_to_dram:
+        lines.append(f"[WARNING] {len(mem.spilled_to_dram)} NPU tensors spilled to DRAM: "
+                     + ", ".join(mem.spilled_to_dram[:10]))
+    headroom = 1 - mem.sram_arena_peak_bytes / max(mem.activation_budget_bytes, 1)
     if headroom < 0.2:
         lines.append(f"[WARNING] SRAM headroom {100 * headroom:.0f}% (< 20%): compile-time "
                      "estimates are optimistic; keep 20-30% spare")
     return "\n".join(lines) + "\n"
 
 
-def fallback_summary(plan: dict[str, Any]) -> dict[str, Any]:
-    cpu = [k for k in plan["kernels"] if k["target"] == "cpu"]
+def fallback_summary(plan: Plan) -> dict[str, Any]:
+    cpu = [k for k in plan.kernels if k.target == "cpu"]
     reasons: Counter[str] = Counter()
     for k in cpu:
-        failed = [c for c in k["checks"] if not c["passed"]]
-        why = f"{failed[0]['text']} ({failed[0]['detail']})" if failed else "placement=optimal"
+        failed = [c for c in k.checks if not c.passed]
+        why = f"{failed[0].text} ({failed[0].detail})" if failed else "placement=optimal"
         reasons[why] += 1
-    return {"cpu_kernels": [k["label"] for k in cpu], "reasons": dict(reasons)}
+    return {"cpu_kernels": [k.label for k in cpu], "reasons": dict(reasons)}
 
 
-def print_summary(plan: dict[str, Any], console: Console | None = None) -> None:
+def print_summary(plan: Plan, console: Console | None = None) -> None:
     console = console or CONSOLE
-    table = Table(title=f"compile: {plan['graph']} on {plan['profile']}")
+    table = Table(title=f"compile: {plan.graph} on {plan.profile}")
     for col in ("target", "kernels", "ops", "est. cycles"):
         table.add_column(col, justify="right" if col != "target" else "left")
     for target in ("npu", "cpu"):
-        ks = [k for k in plan["kernels"] if k["target"] == target]
-        table.add_row(target, str(len(ks)), str(sum(len(k["ops"]) for k in ks)),
-                      f"{sum(k['cost']['total_cycles'] for k in ks):,}")
+        ks = [k for k in plan.kernels if k.target == target]
+        table.add_row(target, str(len(ks)), str(sum(len(k.ops) for k in ks)),
+                      f"{sum(k.cost.total_cycles for k in ks):,}")
     console.print(table)
     reasons = fallback_summary(plan)["reasons"]
     if reasons:

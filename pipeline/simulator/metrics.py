@@ -35,6 +35,7 @@ from typing import Any
 from hardware.energy import static_energy_pj
 from hardware.profile import HardwareProfile
 from hardware.timeline import Task, schedule
+from pipeline.compiler.plan import Plan
 from pipeline.simulator.replay import FrameCosts, build
 
 CATEGORIES = ("preprocess", "graph_io", "layout_conversion", "transfer", "npu",
@@ -49,45 +50,45 @@ def breakdown_ms(tasks: list[Task], frequency_mhz: float) -> dict[str, float]:
     return {c: busy.get(c, 0) / (frequency_mhz * 1e3) for c in CATEGORIES}
 
 
-def cold_start_extra_ms(plan: dict[str, Any], profile: HardwareProfile) -> float:
+def cold_start_extra_ms(plan: Plan, profile: HardwareProfile) -> float:
     """What only the first inference pays: the weights the plan caches on chip, loaded
     once over DRAM; the driver's setup; each NPU kernel's command buffer, uploaded once
     (the profile's ``cold_start``; its numbers' sources are in ``based_on``)."""
-    npu_kernels = sum(1 for k in plan["kernels"] if k["target"] == "npu")
-    upload = (plan["memory"]["cached_weight_bytes"]
+    npu_kernels = sum(1 for k in plan.kernels if k.target == "npu")
+    upload = (plan.memory.cached_weight_bytes
               + npu_kernels * profile.cold_start.command_bytes_per_kernel)
     return upload / (profile.dram.bandwidth_gbps * 1e6) + profile.cold_start.setup_us * 1e-3
 
 
-def latency_metrics(plan: dict[str, Any], tasks: list[Task], makespan: int,
+def latency_metrics(plan: Plan, tasks: list[Task], makespan: int,
                     profile: HardwareProfile) -> dict[str, Any]:
     khz = profile.frequency_mhz * 1e3
-    npu = [k for k in plan["kernels"] if k["target"] == "npu"]
+    npu = [k for k in plan.kernels if k.target == "npu"]
     seconds = makespan / (khz * 1e3)
-    dynamic_pj = sum(k["cost"]["energy_pj"] for k in npu)
+    dynamic_pj = sum(k.cost.energy_pj for k in npu)
     energy_mj = (dynamic_pj + static_energy_pj(seconds, profile.energy)) * 1e-9
     pes = profile.mac_array.rows * profile.mac_array.cols * profile.cores
-    on_chip = sum(k["cost"]["sram_bytes"] for k in npu)
-    npu_dram = sum(k["cost"]["dram_bytes"] for k in npu)
+    on_chip = sum(k.cost.sram_bytes for k in npu)
+    npu_dram = sum(k.cost.dram_bytes for k in npu)
     parts = breakdown_ms(tasks, profile.frequency_mhz)
     return {
         "latency_ms": makespan / khz,
         "cycles_total": makespan,
-        "mac_utilization": sum(k["macs"] for k in npu) / (makespan * pes) if makespan else 0.0,
+        "mac_utilization": sum(k.macs for k in npu) / (makespan * pes) if makespan else 0.0,
         "sram_hit_rate": max(0.0, 1.0 - npu_dram / on_chip) if on_chip else 0.0,
-        "dram_bytes": sum(k["cost"]["dram_bytes"] for k in plan["kernels"])
-        + sum(t["bytes"] for t in plan["transfers"]),
+        "dram_bytes": sum(k.cost.dram_bytes for k in plan.kernels)
+        + sum(t.bytes for t in plan.transfers),
         "energy_mj": energy_mj,
         "avg_power_w": energy_mj * 1e-3 / seconds if seconds else 0.0,
         "fallback_ms": parts["cpu_fallback"] + parts["transfer"] + parts["layout_conversion"],
         "graph_io_ms": parts["graph_io"],
-        "peak_sram_bytes": plan["memory"]["sram_arena_peak_bytes"],
+        "peak_sram_bytes": plan.memory.sram_arena_peak_bytes,
         "npu_busy_ms": parts["npu"],
         "cold_start_ms": makespan / khz + cold_start_extra_ms(plan, profile),
     }
 
 
-def inference_metrics(plan: dict[str, Any], profile: HardwareProfile
+def inference_metrics(plan: Plan, profile: HardwareProfile
                       ) -> tuple[list[Task], int, dict[str, Any]]:
     """One inference replayed and scheduled: its tasks, makespan and headline metrics
     (the simulate stage's and the batch evaluator's one definition)."""

@@ -18,14 +18,15 @@ from omegaconf import OmegaConf
 from hardware.profile import HardwareProfile, profile_from_config
 from hardware.timeline import Task
 from pipeline.artifacts import read_csv
+from pipeline.compiler.plan import Plan, read_plan
 from pipeline.simulator import report
 
 LAYER_NUMBERS = ("macs", "compute_cycles", "memory_cycles", "overhead_cycles", "total_cycles")
 
 
-def draw(tasks: list[Task], rows: list[dict], plan: dict, profile: HardwareProfile,
+def draw(tasks: list[Task], rows: list[dict], plan: Plan, profile: HardwareProfile,
          latency_ms: float, out_dir: Path) -> None:
-    title = f"{plan['graph']} on {profile.name}: {latency_ms:.3f} ms"
+    title = f"{plan.graph} on {profile.name}: {latency_ms:.3f} ms"
     report.plot_timeline(tasks, out_dir / "timeline.png", profile.frequency_mhz, title)
     report.plot_roofline(plan, profile, out_dir / "roofline.png")
     report.plot_layers(rows, out_dir / "layers.png")
@@ -35,7 +36,7 @@ def draw_run(run_dir: Path) -> Path:
     """Draw a finished run's plots into its simulate/ folder; returns that folder."""
     sim = run_dir / "simulate"
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    plan = json.loads((run_dir / "compile" / "plan.json").read_text())
+    plan = read_plan(run_dir / "compile" / "plan.json")
     tasks = [Task(t["name"], t["resource"], t["end"] - t["start"], category=t["category"],
                   start=t["start"], end=t["end"])
              for t in json.loads((sim / "timeline.json").read_text())]

@@ -14,6 +14,7 @@ from hardware.cost import bytes_per_cycle
 from hardware.profile import HardwareProfile
 from hardware.timeline import Task
 from pipeline.artifacts import pyplot, save_figure, write_csv
+from pipeline.compiler.plan import Plan
 
 LAYER_COLUMNS = ("kernel", "ops", "target", "precision", "macs", "compute_cycles",
                  "memory_cycles", "overhead_cycles", "total_cycles", "bound", "dram_bytes",
@@ -23,23 +24,23 @@ COLOURS = {"npu": "#2b7bba", "cpu_fallback": "#d62728", "transfer": "#ff9f1c",
            "postprocess": "#bcbd22", "dma": "#17becf"}
 
 
-def layer_rows(plan: dict[str, Any], tasks: list[Task]) -> list[dict[str, Any]]:
+def layer_rows(plan: Plan, tasks: list[Task]) -> list[dict[str, Any]]:
     by_name = {t.name: t for t in tasks}
     rows = []
-    for k in plan["kernels"]:
-        c, t = k["cost"], by_name.get(k["name"])
-        tiling = k["tiling"]
+    for k in plan.kernels:
+        c, t = k.cost, by_name.get(k.name)
+        tiling = k.tiling
         rows.append({
-            "kernel": k["name"], "ops": "+".join(k["op_types"]), "target": k["target"],
-            "precision": k["precision"], "macs": k["macs"],
-            "compute_cycles": c["compute_cycles"], "memory_cycles": c["memory_cycles"],
-            "overhead_cycles": c["overhead_cycles"], "total_cycles": c["total_cycles"],
-            "bound": c["bound"], "dram_bytes": c["dram_bytes"],
-            "energy_uj": round(c["energy_pj"] * 1e-6, 6),
+            "kernel": k.name, "ops": "+".join(k.op_types), "target": k.target,
+            "precision": k.precision, "macs": k.macs,
+            "compute_cycles": c.compute_cycles, "memory_cycles": c.memory_cycles,
+            "overhead_cycles": c.overhead_cycles, "total_cycles": c.total_cycles,
+            "bound": c.bound, "dram_bytes": c.dram_bytes,
+            "energy_uj": round(c.energy_pj * 1e-6, 6),
             "start_cycle": t.start if t else "", "end_cycle": t.end if t else "",
-            "unit": c["unit"], "cores": k["cores"],
+            "unit": c.unit, "cores": k.cores,
             "tiling": "" if not tiling else
-            f"{tiling['tm']}x{tiling['tn']}x{tiling['tk']}:{tiling['order']}",
+            f"{tiling.tm}x{tiling.tn}x{tiling.tk}:{tiling.order}",
         })
     return rows
 
@@ -78,7 +79,7 @@ class RooflinePoint:
     label: str  # compute | memory (bandwidth) | memory (DMA latency) | overhead
 
 
-def roofline_points(plan: dict[str, Any], profile: HardwareProfile
+def roofline_points(plan: Plan, profile: HardwareProfile
                     ) -> tuple[list[RooflinePoint], dict[str, float], float]:
     """NPU kernels with MACs, each under its own unit's roof: the MAC array's peak MACs
     per cycle, or the vector unit's lanes (a MAC is one lane-op there). A memory-bound
@@ -89,22 +90,22 @@ def roofline_points(plan: dict[str, Any], profile: HardwareProfile
              "vector": float(profile.vector_unit.lanes)}
     bw = bytes_per_cycle(profile)
     points = []
-    for k in plan["kernels"]:
-        cost = k["cost"]
-        if k["target"] != "npu" or not k["macs"] or not cost["total_cycles"]:
+    for k in plan.kernels:
+        cost = k.cost
+        if k.target != "npu" or not k.macs or not cost.total_cycles:
             continue
-        unit = "vector" if cost["unit"] == "vector" else "array"
-        intensity = k["macs"] / max(cost["dram_bytes"], 1)
-        label = cost["bound"]
+        unit = "vector" if cost.unit == "vector" else "array"
+        intensity = k.macs / max(cost.dram_bytes, 1)
+        label = cost.bound
         if label == "memory":
             label = "memory (bandwidth)" if intensity < roofs[unit] / bw else \
                 "memory (DMA latency)"
-        points.append(RooflinePoint(k["label"], unit, intensity,
-                                    k["macs"] / cost["total_cycles"], label))
+        points.append(RooflinePoint(k.label, unit, intensity,
+                                    k.macs / cost.total_cycles, label))
     return points, roofs, bw
 
 
-def plot_roofline(plan: dict[str, Any], profile: HardwareProfile, path: Path) -> None:
+def plot_roofline(plan: Plan, profile: HardwareProfile, path: Path) -> None:
     """Each NPU kernel at (MACs per DRAM byte, achieved MACs per cycle) under its unit's
     roofs: peak MACs (or vector lanes) per cycle and DRAM bytes/cycle x intensity."""
     plt = pyplot()
@@ -130,7 +131,7 @@ def plot_roofline(plan: dict[str, Any], profile: HardwareProfile, path: Path) ->
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
     ax.set_ylabel("achieved MACs per cycle")
-    ax.set_title(f"{plan['graph']} on {profile.name}: array {roofs['array']:.0f}, vector "
+    ax.set_title(f"{plan.graph} on {profile.name}: array {roofs['array']:.0f}, vector "
                  f"{roofs['vector']:.0f} MACs/cycle, {bw:.1f} B/cycle")
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -18,6 +18,7 @@ from typing import Any
 from hardware.profile import HardwareProfile
 from hardware.thermal import FrameModel, PowerMode, SustainedRun, run
 from pipeline.artifacts import pyplot, save_figure, write_csv
+from pipeline.compiler.plan import Plan
 
 COLUMNS = ("time_s", "temperature_c", "frequency_mhz", "latency_ms", "power_w", "frames")
 
@@ -30,14 +31,14 @@ def power_mode(profile: HardwareProfile, name: str | None) -> PowerMode:
         profile.power_modes[name]
 
 
-def simulate(plan: dict[str, Any], time_at: Callable[[float], float],
+def simulate(plan: Plan, time_at: Callable[[float], float],
              profile: HardwareProfile, cfg: Any, out_dir: Path, plots: bool
              ) -> dict[str, Any]:
     """``time_at``: a frame's seconds at a clock in MHz (asked once per clock)."""
     mode = power_mode(profile, cfg.power_mode)
     ambient = profile.thermal.ambient_c if cfg.ambient_c is None else float(cfg.ambient_c)
-    dynamic_j = sum(k["cost"]["energy_pj"] for k in plan["kernels"]
-                    if k["target"] == "npu") * 1e-12
+    dynamic_j = sum(k.cost.energy_pj for k in plan.kernels
+                    if k.target == "npu") * 1e-12
     frame = FrameModel(cache(time_at), dynamic_j, profile.energy.static_mw * 1e-3)
     result = run(frame, mode, profile.thermal, ambient, float(cfg.seconds), float(cfg.fps))
     write_csv(out_dir / "sustained.csv", _rows(result), COLUMNS)

@@ -16,32 +16,31 @@ from __future__ import annotations
 from typing import Any
 
 from hardware.timeline import Task
+from pipeline.compiler.plan import Kernel, Plan
 
 RUNS = {"single inference": 1, "throughput run": 2}
 SUSTAINED_PID = 3
 COUNTERS = ("temperature_c", "frequency_mhz", "latency_ms", "power_w")
 
 
-def _kernel_args(k: dict[str, Any]) -> dict[str, Any]:
-    c = k["cost"]
-    return {"kernel_id": k["id"], "kernel": k["name"], "target": k["target"], "ops": k["op_types"],
-            "cores": k["cores"],
-            "unit": c["unit"], "precision": k["precision"], "bound": c["bound"],
-            "macs": k["macs"], "dram_bytes": c["dram_bytes"],
-            "compute_cycles": c["compute_cycles"], "memory_cycles": c["memory_cycles"],
-            "overhead_cycles": c["overhead_cycles"]}
+def _kernel_args(k: Kernel) -> dict[str, Any]:
+    c = k.cost
+    return {"kernel_id": k.id, "kernel": k.name, "target": k.target, "ops": k.op_types,
+            "cores": k.cores, "unit": c.unit, "precision": k.precision, "bound": c.bound,
+            "macs": k.macs, "dram_bytes": c.dram_bytes, "compute_cycles": c.compute_cycles,
+            "memory_cycles": c.memory_cycles, "overhead_cycles": c.overhead_cycles}
 
 
-def _args_by_name(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _args_by_name(plan: Plan) -> dict[str, dict[str, Any]]:
     """Slice name (as the replay names tasks, frame tag removed) -> its plan facts."""
-    out = {k["name"]: _kernel_args(k) for k in plan["kernels"]}
-    for k in plan["kernels"]:
-        out[f"dma:{k['name']}"] = {"kernel_id": k["id"], "dram_bytes": k["cost"]["dram_bytes"]}
-    for t in plan["transfers"]:
-        facts = {"bytes": t["bytes"], "direction": t["direction"],
-                 "layout_conversion": t["layout_conversion"]}
-        out[f"link:{t['tensor']}"] = facts
-        out[f"convert:{t['tensor']}"] = facts
+    out = {k.name: _kernel_args(k) for k in plan.kernels}
+    for k in plan.kernels:
+        out[f"dma:{k.name}"] = {"kernel_id": k.id, "dram_bytes": k.cost.dram_bytes}
+    for t in plan.transfers:
+        facts = {"bytes": t.bytes, "direction": t.direction,
+                 "layout_conversion": t.layout_conversion}
+        out[f"link:{t.tensor}"] = facts
+        out[f"convert:{t.tensor}"] = facts
     return out
 
 
@@ -60,11 +59,11 @@ def _shown(name: str, labels: dict[str, str]) -> str:
     return tag + labels.get(bare, bare)
 
 
-def _sustained(plan: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _sustained(plan: Plan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The sustained run (simulate/sustained.csv, one row per second) as counter tracks."""
     events: list[dict[str, Any]] = [{
         "ph": "M", "name": "process_name", "pid": SUSTAINED_PID, "tid": 0,
-        "args": {"name": f"{plan['graph']} on {plan['profile']}: sustained run"}}]
+        "args": {"name": f"{plan.graph} on {plan.profile}: sustained run"}}]
     for row in rows:
         for name in COUNTERS:
             events.append({"ph": "C", "name": name, "pid": SUSTAINED_PID, "tid": 0,
@@ -72,19 +71,19 @@ def _sustained(plan: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[st
     return events
 
 
-def chrome_trace(plan: dict[str, Any], runs: dict[str, list[Task]], frequency_mhz: float,
+def chrome_trace(plan: Plan, runs: dict[str, list[Task]], frequency_mhz: float,
                  critical: set[str] | None = None,
                  sustained: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     us_per_cycle = 1.0 / frequency_mhz
     facts = _args_by_name(plan)
-    labels = {k["name"]: k["label"] for k in plan["kernels"]}
+    labels = {k.name: k.label for k in plan.kernels}
     events: list[dict[str, Any]] = []
     for run, pid in RUNS.items():
         tasks = runs.get(run)
         if not tasks:
             continue
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                       "args": {"name": f"{plan['graph']} on {plan['profile']}: {run}"}})
+                       "args": {"name": f"{plan.graph} on {plan.profile}: {run}"}})
         lanes = sorted({t.resource for t in tasks})
         for tid, lane in enumerate(lanes, start=1):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
@@ -104,5 +103,5 @@ def chrome_trace(plan: dict[str, Any], runs: dict[str, list[Task]], frequency_mh
     if sustained:
         events += _sustained(plan, sustained)
     return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"graph": plan["graph"], "profile": plan["profile"],
+            "otherData": {"graph": plan.graph, "profile": plan.profile,
                           "frequency_mhz": frequency_mhz, "time_unit": "us"}}

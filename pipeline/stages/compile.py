@@ -17,6 +17,7 @@ from pipeline.artifacts import file_digest, write_json, write_text
 from pipeline.compiler import precision_curve
 from pipeline.compiler.annotate import annotate
 from pipeline.compiler.driver import compile_graph
+from pipeline.compiler.plan import Plan
 from pipeline.compiler.report import compile_log, fallback_summary, print_summary
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
 
@@ -53,38 +54,39 @@ class CompileStage(Stage):
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         profile = profile_from_config(cfg.hardware)
         model, graph, scheme, float_precision = self.compile_input(inputs, cfg)
-        plan = compile_graph(graph, profile, cfg.compile, scheme, float_precision)
-        write_json(out_dir / "plan.json", plan)
+        written = compile_graph(graph, profile, cfg.compile, scheme, float_precision)
+        plan = Plan.from_json(written)  # the writer's output checked against the types
+        write_json(out_dir / "plan.json", written)
         onnx_io.save_model(annotate(model, plan), out_dir / "model.annotated.onnx")
-        write_json(out_dir / "memory.json", {"memory": plan["memory"],
-                                             "buffers": plan["buffers"]})
+        write_json(out_dir / "memory.json", {"memory": written["memory"],
+                                             "buffers": written["buffers"]})
         write_text(out_dir / "compile.log", compile_log(plan))
         print_summary(plan)
         curve_metrics = self._precision_curve(inputs, cfg, profile, out_dir)
-        kernels = plan["kernels"]
-        npu = [k for k in kernels if k["target"] == "npu"]
+        kernels = plan.kernels
+        npu = [k for k in kernels if k.target == "npu"]
         fallback = fallback_summary(plan)
-        if plan["uncosted_ops"]:
+        if plan.uncosted_ops:
             log.warning("control flow run on the CPU with its body uncosted: %s "
-                        "(latency and energy exclude it)", ", ".join(plan["uncosted_ops"]))
+                        "(latency and energy exclude it)", ", ".join(plan.uncosted_ops))
         log.info("compiled %d kernels: %d on NPU, %d on CPU (compile/plan.json, "
                  "compile/compile.log)", len(kernels), len(npu), len(kernels) - len(npu))
         return StageResult({
             "kernels": len(kernels),
-            "npu_ops": sum(len(k["ops"]) for k in npu),
-            "cpu_ops": sum(len(k["ops"]) for k in kernels if k["target"] == "cpu"),
-            "fallback_ops": [op for k in kernels if k["target"] == "cpu" for op in k["ops"]],
+            "npu_ops": sum(len(k.ops) for k in npu),
+            "cpu_ops": sum(len(k.ops) for k in kernels if k.target == "cpu"),
+            "fallback_ops": [op for k in kernels if k.target == "cpu" for op in k.ops],
             "fallback_kernels": fallback["cpu_kernels"],
-            "uncosted_ops": plan["uncosted_ops"],
-            "peak_sram_bytes": plan["memory"]["sram_arena_peak_bytes"],
-            "weights_cached_bytes": plan["memory"]["cached_weight_bytes"],
-            "weights_dram_bytes": plan["memory"]["weight_dram_traffic_bytes"],
-            "layout_conversions": sum(1 for t in plan["transfers"] if t["layout_conversion"]),
-            "placement_greedy_cycles": round(plan["placement"]["greedy_cycles"]),
-            "placement_optimal_cycles": round(plan["placement"]["optimal_cycles"]),
-            "placement_moved_kernels": plan["placement"]["moved"],
-            "compile_estimated_cycles": sum(k["cost"]["total_cycles"] for k in kernels)
-            + sum(t["cycles"] for t in plan["transfers"]),
+            "uncosted_ops": plan.uncosted_ops,
+            "peak_sram_bytes": plan.memory.sram_arena_peak_bytes,
+            "weights_cached_bytes": plan.memory.cached_weight_bytes,
+            "weights_dram_bytes": plan.memory.weight_dram_traffic_bytes,
+            "layout_conversions": sum(1 for t in plan.transfers if t.layout_conversion),
+            "placement_greedy_cycles": round(plan.placement.greedy_cycles),
+            "placement_optimal_cycles": round(plan.placement.optimal_cycles),
+            "placement_moved_kernels": plan.placement.moved,
+            "compile_estimated_cycles": sum(k.cost.total_cycles for k in kernels)
+            + sum(t.cycles for t in plan.transfers),
             **curve_metrics,
         })
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from rich.table import Table
 from hardware.profile import profile_from_config
 from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import read_csv, write_json, write_text
+from pipeline.compiler.plan import read_plan
 from pipeline.errors import UserError
 from pipeline.simulator import plots, report, sustained
 from pipeline.simulator.metrics import band_sentence, breakdown_ms, inference_metrics
@@ -45,10 +45,10 @@ class SimulateStage(Stage):
         plan_path = inputs.get("compile", Path("-")) / "plan.json"
         if not plan_path.is_file():
             raise UserError("stages.order: simulate needs compile/plan.json (run compile first)")
-        plan = json.loads(plan_path.read_text())
+        plan = read_plan(plan_path)
         profile = profile_from_config(cfg.hardware)
-        if plan["profile"] != profile.name:
-            raise UserError(f"hardware: plan was compiled for '{plan['profile']}', "
+        if plan.profile != profile.name:
+            raise UserError(f"hardware: plan was compiled for '{plan.profile}', "
                             f"not '{profile.name}'")
         sim = cfg.simulate
         hz = profile.frequency_mhz * 1e6
@@ -62,7 +62,7 @@ class SimulateStage(Stage):
         metrics["throughput_fps"] = sim.frames / (span / hz) if span else 0.0
         metrics["frames"] = sim.frames
         # a frame is one inference of the compiled shape: batch images
-        batch = metrics["batch"] = int(plan.get("batch", 1))
+        batch = metrics["batch"] = plan.batch
         metrics["throughput_ips"] = metrics["throughput_fps"] * batch
         metrics["energy_mj_per_image"] = metrics["energy_mj"] / batch
         parts = breakdown_ms(frames, profile.frequency_mhz)
