@@ -333,7 +333,8 @@ def _transfers(decisions: list[Decision], kernels: list[dict], graph: Graph,
                     if (CPU if c is None else targets[c]) != side), -1)
         if far == -1:
             continue
-        h = hand_over(net.tensor, graph, profile, hand_over_precision(net, precisions))
+        h = hand_over(net.tensor, graph, profile,
+                      hand_over_precision(net, precisions, side == CPU))
         src_layout, dst_layout = (profile.layout, h.host_layout) if side == NPU else \
             (h.host_layout, profile.layout)
         out.append({

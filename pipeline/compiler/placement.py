@@ -188,9 +188,10 @@ def nets(decisions: list[Decision], graph: Graph) -> list[Net]:
     return [Net(t, producer.get(t), tuple(dict.fromkeys(r))) for t, r in readers.items()]
 
 
-def hand_over_precision(net: Net, precisions: list[str]) -> str:
-    """The precision a hand-over moves: its writer's, or a graph input's first reader's."""
-    if net.producer is not None:
+def hand_over_precision(net: Net, precisions: list[str], to_npu: bool) -> str:
+    """The precision a hand-over moves, the NPU side's: to the host, its writer's; to the
+    NPU, its first reader's (the host converts to what the NPU reads before sending)."""
+    if not to_npu and net.producer is not None:
         return precisions[net.producer]
     return precisions[next(c for c in net.consumers if c is not None)]
 
@@ -234,7 +235,7 @@ def total_cycles(decisions: list[Decision], graph: Graph, profile: HardwareProfi
         side = _side(net.producer, targets)
         if any(_side(c, targets) != side for c in net.consumers):
             total += hand_over_cycles(net.tensor, graph, profile,
-                                      hand_over_precision(net, precisions))
+                                      hand_over_precision(net, precisions, side == CPU))
     return total
 
 
@@ -252,17 +253,18 @@ def optimal_targets(decisions: list[Decision], graph: Graph, profile: HardwarePr
         g.add_edge(i, "cpu", capacity=float(d.npu_cycles) if d.npu_ok else _INFEASIBLE)
     precisions = [d.precision for d in decisions]
     for n, net in enumerate(nets(decisions, graph)):
-        cost = hand_over_cycles(net.tensor, graph, profile, hand_over_precision(net, precisions))
         readers = [c for c in net.consumers if c is not None]
         writer = "cpu" if net.producer is None else net.producer
         if net.producer is not None:  # written on the NPU, read on the host
             x = ("to_host", n)
-            g.add_edge(net.producer, x, capacity=cost)
+            g.add_edge(net.producer, x, capacity=hand_over_cycles(
+                net.tensor, graph, profile, hand_over_precision(net, precisions, False)))
             for c in net.consumers:
                 g.add_edge(x, "cpu" if c is None else c)  # no capacity: infinite
         if readers:  # written on the host, read on the NPU
             y = ("to_npu", n)
-            g.add_edge(y, writer, capacity=cost)
+            g.add_edge(y, writer, capacity=hand_over_cycles(
+                net.tensor, graph, profile, hand_over_precision(net, precisions, True)))
             for c in readers:
                 g.add_edge(c, y)
     _, (npu_side, _) = nx.minimum_cut(g, "npu", "cpu")
