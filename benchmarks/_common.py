@@ -22,8 +22,8 @@ sys.path.insert(0, str(REPO))
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from pipeline.runner import run_pipeline  # noqa: E402
-from pipeline.schema import register_configs  # noqa: E402
+from pipeline.configuration.schema import register_configs  # noqa: E402
+from pipeline.running.runner import run_pipeline  # noqa: E402
 
 register_configs()
 

@@ -4,8 +4,9 @@ Every hardware number npuflow uses comes from an instance of :class:`HardwarePro
 which is built from one YAML file in ``conf/hardware/``. The dataclasses are the schema:
 OmegaConf rejects an unknown key or a wrong type while merging, and :func:`validate`
 rejects values that are well-typed but physically meaningless (a zero bandwidth, an empty
-array). Hydra registers the same dataclasses in its ConfigStore (``pipeline.schema``), so a
-profile fails at compose time; :func:`load_profile` gives the same checks without Hydra.
+array). Hydra registers the same dataclasses in its ConfigStore
+(``pipeline.configuration.schema``), so a profile fails at compose time;
+:func:`load_profile` gives the same checks without Hydra.
 """
 
 from __future__ import annotations

@@ -86,8 +86,8 @@ def _compose(overrides: tuple[str, ...], config_dir: str | Path | None
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from pipeline.configuration.schema import register_configs
     from pipeline.errors import UserError
-    from pipeline.schema import register_configs
 
     register_configs()
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
@@ -122,8 +122,8 @@ def run(*overrides: str, run_dir: str | Path | None = None,
     """Compose and run the chain into ``run_dir`` (a fresh temporary folder if None);
     ``plots`` draws the PNGs a CLI run draws (off: a search loop rarely looks at them).
     The stage cache is the config's (``run.cache``), as on the command line."""
-    from pipeline.config import check_complete
-    from pipeline.runner import run_pipeline
+    from pipeline.configuration.config import check_complete
+    from pipeline.running.runner import run_pipeline
 
     cfg, choices = _compose(overrides, config_dir)
     with _open(cfg):

@@ -33,8 +33,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import digest_store, user_code
 from pipeline.artifacts import file_digest
+from pipeline.running import digest_store, user_code
 
 log = logging.getLogger("npuflow")
 MARKER = "COMPLETE"
@@ -67,7 +67,7 @@ def stage_key(name: str, stage: Any, cfg: DictConfig, inputs: dict[str, Path],
               root: Path, values: dict | None = None) -> str:
     """The entry's key: everything the stage's result depends on. Besides its config slice
     and upstream folders, that is the user's code the slice or the stage component names
-    and every file outside the run it reads (``pipeline.user_code``), their digests kept
+    and every file outside the run it reads (``pipeline.running.user_code``), their digests kept
     in ``root``'s digest store so an unchanged file is not read again. ``values``: the
     slice resolved, if the caller has it (not modified here)."""
     config = dict(values) if values is not None else OmegaConf.to_container(cfg, resolve=True)

@@ -27,17 +27,17 @@ from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.table import Table
 
-from pipeline import interrupt
 from pipeline.artifacts import write_json
-from pipeline.config import check_complete
-from pipeline.config_files import check_user_configs
+from pipeline.configuration.config import check_complete
+from pipeline.configuration.config_files import check_user_configs
+from pipeline.configuration.schema import register_configs
+from pipeline.configuration.schema_keys import all_keys, did_you_mean
 from pipeline.errors import UserError, UserStop
 from pipeline.html_report import write_run_report
-from pipeline.runner import DISK_ERRORS, run_pipeline
-from pipeline.schema import register_configs
-from pipeline.schema_keys import all_keys, did_you_mean
-from pipeline.sweep import JOB_LINE, POINT_FILE
-from pipeline.terminal import set_quiet
+from pipeline.reports.terminal import set_quiet
+from pipeline.running import interrupt
+from pipeline.running.runner import DISK_ERRORS, run_pipeline
+from pipeline.sweeps.sweep import JOB_LINE, POINT_FILE
 
 log = logging.getLogger("npuflow")
 register_configs()

@@ -25,7 +25,13 @@ from typing import Any
 
 import yaml
 
-from pipeline.schema_keys import all_keys, did_you_mean, field_docs, schema_class, type_hints
+from pipeline.configuration.schema_keys import (
+    all_keys,
+    did_you_mean,
+    field_docs,
+    schema_class,
+    type_hints,
+)
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 EXTRA_LISTS = ("stages", "passes")

@@ -18,13 +18,13 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from pipeline import interrupt
 from pipeline.artifacts import write_text
-from pipeline.config import check_complete
+from pipeline.configuration.config import check_complete
+from pipeline.configuration.schema import NpuflowConfig, register_configs
 from pipeline.errors import UserError
-from pipeline.registry import build_chain
-from pipeline.runner import run_stage
-from pipeline.schema import NpuflowConfig, register_configs
+from pipeline.running import interrupt
+from pipeline.running.registry import build_chain
+from pipeline.running.runner import run_stage
 
 OUT = Path("dvc_run")
 PARAMS = Path("params.yaml")

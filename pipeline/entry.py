@@ -1,7 +1,7 @@
 """Console entry points. They install a signal handler before the heavy imports (Hydra,
 onnx, onnxruntime take seconds), so that Ctrl-C while npuflow starts is one line and exit
 130 rather than an import traceback; the commands then install their own
-(``pipeline.interrupt``)."""
+(``pipeline.running.interrupt``)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,9 @@ import onnx
 from omegaconf import DictConfig, OmegaConf
 from onnx import numpy_helper, version_converter
 
-from pipeline import memory_budget, onnx_io, zoo
+from pipeline import onnx_io, zoo
 from pipeline.errors import UserError
+from pipeline.running import memory_budget
 
 ZOO_SIZE_KEYS = "model.params.image_size or model.batch"
 # what export keeps beside model.onnx for a pre-quantized source (quant=as_is reads them)

@@ -26,7 +26,7 @@ from onnx.external_data_helper import (
 
 from pipeline.artifacts import atomic_path, bytes_digest
 from pipeline.errors import UserError
-from pipeline.interrupt import worker_pool
+from pipeline.running.interrupt import worker_pool
 
 _ORT_NP_TYPES = {
     "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from pipeline import cli
-from pipeline.schema import register_configs
+from pipeline.configuration.schema import register_configs
 
 REPO = Path(__file__).resolve().parent.parent
 CONF = REPO / "conf"

@@ -18,7 +18,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from pipeline import artifacts, digest_store
+from pipeline import artifacts
+from pipeline.running import digest_store
 from tests.conftest import run_inprocess as npuflow
 from tests.test_bad_inputs import tiny_model
 

@@ -9,7 +9,7 @@ import yaml
 from hydra.errors import ConfigCompositionException
 
 from hardware.profile import ProfileError, load_profile, profile_from_config
-from pipeline.config import check_complete
+from pipeline.configuration.config import check_complete
 from pipeline.errors import UserError
 from tests.conftest import CONF, compose_config, error_lines, run_cli
 

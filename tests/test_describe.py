@@ -12,7 +12,7 @@ import yaml
 from hardware.profile import HardwareProfile, Sram
 from pipeline import describe
 from pipeline.cli import options_first
-from pipeline.terminal import OwnRecords
+from pipeline.reports.terminal import OwnRecords
 from tests.conftest import CONF, error_lines, run_cli, run_inprocess
 
 
@@ -116,7 +116,7 @@ def test_a_quantizer_s_chatter_goes_to_the_log_file_not_the_terminal(tmp_path):
 
 
 def test_a_long_loop_without_a_terminal_logs_a_line_per_tenth_with_what_is_left():
-    from pipeline.terminal import logged
+    from pipeline.reports.terminal import logged
 
     lines: list[str] = []
     with logged("calibration batches", 20, lambda form, *a: lines.append(form % a)) as step:
@@ -203,7 +203,7 @@ def test_weights_in_constant_nodes_are_parameters():
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from pipeline.model_summary import count_parameters
+    from pipeline.reports.model_summary import count_parameters
 
     weight = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")
     bias = numpy_helper.from_array(np.ones(8, np.float32), "b")

@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from hardware.profile import PRECISIONS, ProfileError, load_profile, profile_from_config
 from hardware.profile_file import read_profile_yaml
-from pipeline.supported_ops import DOCS, profiles, render
+from pipeline.reports.supported_ops import DOCS, profiles, render
 from tests.conftest import CONF, compose_config
 
 PROFILES = {p.name: p for p in profiles()}
@@ -44,7 +44,7 @@ def test_tpu_v1_peak_is_the_papers_92_tops():
 def test_committed_supported_ops_table_is_fresh(name):
     committed = (DOCS / f"{name}.md").read_text()
     assert committed == render(PROFILES[name]), (
-        f"docs/supported_ops/{name}.md is stale: run python -m pipeline.supported_ops")
+        f"docs/supported_ops/{name}.md is stale: run python -m pipeline.reports.supported_ops")
 
 
 def test_table_shows_the_limits_of_the_profile():
@@ -62,7 +62,7 @@ def test_supported_ops_help_prints_and_writes_nothing():
     import sys
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pipeline.supported_ops", *args],
+        return subprocess.run([sys.executable, "-m", "pipeline.reports.supported_ops", *args],
                               capture_output=True, text=True, timeout=120)
 
     before = {p: p.stat().st_mtime_ns for p in DOCS.glob("*.md")}

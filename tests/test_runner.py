@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.registry import build_chain
-from pipeline.runner import run_pipeline
+from pipeline.running.registry import build_chain
+from pipeline.running.runner import run_pipeline
 from tests.conftest import compose_config, error_lines, run_cli
 
 
@@ -90,7 +90,7 @@ def test_console_script_and_module_are_one_app(tmp_path):
 def test_every_metric_a_stage_returns_is_one_it_declares(tmp_path):
     """``Stage.produces`` is what a search objective is checked against before the first
     trial: a stage returning a name it does not declare would make a valid objective fail."""
-    from pipeline.registry import build_chain
+    from pipeline.running.registry import build_chain
     from tests.conftest import compose_config, run_inprocess
 
     runs = {"digits": ("model=digits_mlp", "data=digits", "simulate.sustained.seconds=2"),

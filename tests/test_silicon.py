@@ -35,7 +35,7 @@ from ops.work import ARRAY, VECTOR, GemmShape, Work
 from pipeline.compiler.costing import CostContext, core_shares, npu_cost
 from pipeline.compiler.driver import compile_graph
 from pipeline.compiler.plan import Plan
-from pipeline.runner import run_pipeline
+from pipeline.running.runner import run_pipeline
 from pipeline.simulator.replay import FrameCosts, build
 from pipeline.zoo import ZOO
 from pipeline.zoo.builder import GraphBuilder

@@ -17,8 +17,8 @@ from omegaconf import OmegaConf
 
 from hydra_plugins.npuflow import job
 from hydra_plugins.npuflow.pool_launcher import worker_count
-from pipeline.schema import register_configs
-from pipeline.sweep_compose import MemoConfigLoader
+from pipeline.configuration.schema import register_configs
+from pipeline.sweeps.sweep_compose import MemoConfigLoader
 from tests.conftest import CONF, REPO, run_cli
 
 SMALL = ["model=digits_mlp", "data=digits"]
@@ -182,7 +182,7 @@ def test_the_pool_launcher_forks_what_was_asked_and_no_more_than_the_jobs():
 def test_pareto_plot_goes_log_when_points_span_a_decade(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from pipeline import sweep
+    from pipeline.sweeps import sweep
 
     scales: list[tuple[str, str]] = []
     real_save = sweep.save_figure
@@ -205,7 +205,7 @@ def test_pareto_plot_labels_its_front_names_its_accuracy_and_keeps_the_legend_of
         tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from pipeline import sweep
+    from pipeline.sweeps import sweep
 
     seen: list = []
     real_save = sweep.save_figure
@@ -232,7 +232,7 @@ def test_pareto_plot_labels_its_front_names_its_accuracy_and_keeps_the_legend_of
 
 
 def test_a_proxy_accuracy_does_not_put_a_slow_fp16_point_on_the_front():
-    from pipeline.sweep import pareto
+    from pipeline.sweeps.sweep import pareto
 
     int8 = {"latency_ms": 12.0, "energy_mj": 5.0, "output_cosine": 0.9996}
     fp16 = {"latency_ms": 64.7, "energy_mj": 20.0, "output_cosine": 1.0}

@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 
 from pipeline.errors import UserError
-from pipeline.runner import run_pipeline
+from pipeline.running.runner import run_pipeline
 from tests.conftest import compose_config
 
 DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from ops.load import from_onnx
 from pipeline import onnx_io
-from pipeline.model_summary import count_parameters, summarize
+from pipeline.reports.model_summary import count_parameters, summarize
 from pipeline.zoo import ZOO
 from tests.conftest import CONF
 

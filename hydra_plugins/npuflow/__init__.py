@@ -5,7 +5,7 @@ registers npuflow's config schemas for any Hydra composition of ``conf/``, inclu
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
-from pipeline.schema import register_configs
+from pipeline.configuration.schema import register_configs
 
 register_configs()
 

@@ -4,7 +4,7 @@ Why not joblib: Hydra's joblib launcher ships the Hydra context, the config and 
 singleton (the ConfigStore with npuflow's schemas) to a loky worker with each job; on a
 mobilenet_v2 compile x simulate grid that costs as much as the job, and two workers ran no
 faster than one (benchmarks/RESULTS.md, "Sweep throughput"). Here the workers are forked
-after npuflow, the Hydra context and the composition memo (pipeline.sweep_compose) are
+after npuflow, the Hydra context and the composition memo (pipeline.sweeps.sweep_compose) are
 loaded, and a job crosses the process boundary as its index and overrides. Each worker runs
 the job as Hydra's basic launcher does (compose, set ``hydra.job.num``, run it), with
 Hydra's job contract at a fraction of its cost (``hydra_plugins/npuflow/job.py``).
@@ -31,7 +31,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 from hydra_plugins.npuflow.job import run_job
-from pipeline.terminal import logged
+from pipeline.reports.terminal import logged
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """``hydra/sweeper: npuflow`` (the default in conf/config.yaml): Hydra's basic grid
 sweeper with two changes for design-space grids.
 
-- Jobs are composed by ``pipeline.sweep_compose.MemoConfigLoader`` (once per config-group
+- Jobs are composed by ``pipeline.sweeps.sweep_compose.MemoConfigLoader`` (once per config-group
   combination, then the job's values applied), in this process and in the launcher's.
 - The batch check before launch composes one job per distinct override (every value of
   every swept key is proven to compose and to pass the door check, ``check_complete``, in
@@ -25,8 +25,8 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 from hydra_plugins.npuflow.job import task_config
-from pipeline.config import check_complete
-from pipeline.sweep_compose import MemoConfigLoader
+from pipeline.configuration.config import check_complete
+from pipeline.sweeps.sweep_compose import MemoConfigLoader
 
 
 @dataclass

@@ -19,7 +19,6 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from hardware.profile_file import read_profile_yaml
-from pipeline import interrupt
 from pipeline.artifacts import atomic_path, check_writable, write_text
 from pipeline.calibrate.evaluate import Params, RowModel, compose_row, dump, params_of
 from pipeline.calibrate.fit import fit, leave_one_out
@@ -28,9 +27,10 @@ from pipeline.calibrate.layers import LayerTime, read_layers
 from pipeline.calibrate.measurements import Measurement, read_measurements
 from pipeline.calibrate.report import Outcome, markdown, plot, summary
 from pipeline.cli import CONF_DIR, describe
-from pipeline.config import check_complete
+from pipeline.configuration.config import check_complete
 from pipeline.errors import UserError
-from pipeline.terminal import task
+from pipeline.reports.terminal import task
+from pipeline.running import interrupt
 
 USAGE = ("usage: npuflow-calibrate hardware=NAME measurements=FILE [layers=FILE] "
          "[--config-dir DIR] [--report-dir DIR] [key=value ...]")

@@ -21,10 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.calibrate.measurements import Measurement
 from pipeline.compiler.plan import read_plan
+from pipeline.configuration.schema import register_configs
 from pipeline.errors import UserError
-from pipeline.registry import build_chain
-from pipeline.runner import run_stage
-from pipeline.schema import register_configs
+from pipeline.running.registry import build_chain
+from pipeline.running.runner import run_stage
 
 Params = tuple[tuple[str, float], ...]  # ((dotted key, value), ...): hashable
 

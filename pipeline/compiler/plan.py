@@ -22,8 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pipeline.configuration.schema_keys import did_you_mean, field_docs
 from pipeline.errors import UserError
-from pipeline.schema_keys import did_you_mean, field_docs
 
 PLAN_VERSION = "npuflow.plan/3"
 VERSION_NOTE = ("3: typed (these tables are generated from the types), kernel `label`, "

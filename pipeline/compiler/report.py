@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.compiler.plan import Kernel, Plan, Transfer
-from pipeline.terminal import CONSOLE
+from pipeline.reports.terminal import CONSOLE
 
 
 def _unit(kernel: Kernel, target: str) -> str:

@@ -18,9 +18,9 @@ import numpy as np
 import onnx
 from omegaconf import DictConfig
 
-from pipeline import user_code
 from pipeline.errors import UserError
 from pipeline.exporters.verify import max_error, seeded_input
+from pipeline.running import user_code
 
 
 def _load(path: str | None):

@@ -25,9 +25,9 @@ from typing import Any
 import onnx
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import user_code
 from pipeline.errors import UserError
 from pipeline.exporters.verify import max_error, seeded_input
+from pipeline.running import user_code
 
 
 def _factory(spec: str | None):

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline import user_code
 from pipeline.errors import UserError
+from pipeline.running import user_code
 
 Metric = Callable[[list[np.ndarray], np.ndarray], dict[str, float]]
 

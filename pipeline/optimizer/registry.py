@@ -10,10 +10,10 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_method
 from omegaconf import DictConfig
 
-from pipeline import user_code
 from pipeline.errors import UserError
 from pipeline.optimizer import library_passes, npu_passes
 from pipeline.optimizer.graph_edit import on_weightless
+from pipeline.running import user_code
 
 Pass = Callable[[onnx.ModelProto], onnx.ModelProto]
 

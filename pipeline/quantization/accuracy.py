@@ -23,8 +23,8 @@ from onnxruntime.quantization import qdq_loss_debug as qdq
 
 from pipeline import onnx_io
 from pipeline.errors import UserError
-from pipeline.interrupt import worker_pool
 from pipeline.quantization.layers import Layer
+from pipeline.running.interrupt import worker_pool
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from pipeline.quantization.evaluation import Evaluator
 from pipeline.quantization.layers import Layer
-from pipeline.terminal import task
+from pipeline.reports.terminal import task
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from ops.graph import QDQ_OPS
 from ops.quant import WEIGHTED_OPS
 from pipeline import onnx_io
 from pipeline.errors import UserError
-from pipeline.terminal import task
+from pipeline.reports.terminal import task
 
 log = logging.getLogger(__name__)
 COMPUTE_OPS = WEIGHTED_OPS

@@ -20,7 +20,7 @@ from pipeline.quantization import schemes
 from pipeline.quantization.accuracy import cosine
 from pipeline.quantization.evaluation import Evaluator
 from pipeline.quantization.layers import Layer, post_qdq, with_outputs
-from pipeline.terminal import task
+from pipeline.reports.terminal import task
 
 
 def _flat(values: list[np.ndarray]) -> np.ndarray:

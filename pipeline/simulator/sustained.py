@@ -25,7 +25,7 @@ COLUMNS = ("time_s", "temperature_c", "frequency_mhz", "latency_ms", "power_w", 
 
 def power_mode(profile: HardwareProfile, name: str | None) -> PowerMode:
     """The named mode, the profile's default, or the profile's own clock at nominal. The
-    name was checked at the door (pipeline.config.check_complete)."""
+    name was checked at the door (pipeline.configuration.config.check_complete)."""
     name = name or profile.default_power_mode
     return PowerMode(frequency_mhz=profile.frequency_mhz) if name is None else \
         profile.power_modes[name]

@@ -11,9 +11,10 @@ from omegaconf import DictConfig
 from onnx import shape_inference
 
 from ops.load import from_onnx
-from pipeline import memory_budget, model_source, onnx_io
+from pipeline import model_source, onnx_io
 from pipeline.artifacts import file_digest, write_json
-from pipeline.model_summary import summarize
+from pipeline.reports.model_summary import summarize
+from pipeline.running import memory_budget
 from pipeline.stages.base import Stage, StageInputs, StageResult
 
 log = logging.getLogger(__name__)

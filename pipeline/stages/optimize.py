@@ -27,8 +27,8 @@ from pipeline.optimizer.fixpoint import Round, Verifier, run_passes
 from pipeline.optimizer.library_passes import PURE
 from pipeline.optimizer.npu_passes import count_patterns, pad_channels
 from pipeline.optimizer.registry import enabled, resolve
+from pipeline.reports.terminal import CONSOLE
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
-from pipeline.terminal import CONSOLE
 
 log = logging.getLogger(__name__)
 

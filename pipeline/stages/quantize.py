@@ -14,15 +14,16 @@ import onnx
 from omegaconf import DictConfig, OmegaConf
 from onnx import shape_inference
 
-from pipeline import memory_budget, onnx_io
 from pipeline import metrics as metric_components
+from pipeline import onnx_io
 from pipeline.artifacts import pyplot, save_figure, write_csv, write_json
 from pipeline.datasets import loaders
 from pipeline.errors import UserError
-from pipeline.interrupt import worker_pool
 from pipeline.quantization import accuracy, as_is, auto, schemes, sensitivity
 from pipeline.quantization import layers as qlayers
 from pipeline.quantization.evaluation import Evaluator
+from pipeline.running import memory_budget
+from pipeline.running.interrupt import worker_pool
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
 
 log = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ class QuantizeStage(Stage):
     @staticmethod
     def _check_memory(model: onnx.ModelProto, cfg: DictConfig, scheme: str) -> None:
         """What the calibration and the per-layer analysis hold at once
-        (``pipeline/memory_budget.py`` says why these counts)."""
+        (``pipeline/running/memory_budget.py`` says why these counts)."""
         q = cfg.quant
         copies, knobs = 1, ["the model's input size"]
         if scheme in ("int8", "as_is") and q.analysis.layers:

@@ -15,12 +15,12 @@ from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import read_csv, write_json, write_text
 from pipeline.compiler.plan import read_plan
 from pipeline.errors import UserError
+from pipeline.reports.terminal import CONSOLE
 from pipeline.simulator import plots, report, sustained
 from pipeline.simulator.metrics import band_sentence, breakdown_ms, inference_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
 from pipeline.simulator.trace import chrome_trace
 from pipeline.stages.base import Stage, StageInputs, StageResult
-from pipeline.terminal import CONSOLE
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,13 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from rich.progress import Progress
 
-from pipeline import cache, interrupt, user_code
+from pipeline import cache
 from pipeline.artifacts import replace_dir, write_json
 from pipeline.errors import UserError
-from pipeline.registry import build_chain
+from pipeline.reports.terminal import CONSOLE, PROGRESS_COLUMNS, live_progress
+from pipeline.running import interrupt, user_code
+from pipeline.running.registry import build_chain
 from pipeline.stages.base import Stage, StageInputs
-from pipeline.terminal import CONSOLE, PROGRESS_COLUMNS, live_progress
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,11 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from hardware.bounds import BoundsError, check_section, check_tree
 from hardware.profile import HardwareProfile, profile_from_config
-from pipeline import objective, user_code
+from pipeline.configuration import objective
+from pipeline.configuration.schema import INTEGER_TYPES, TileOverride
+from pipeline.configuration.schema_keys import all_keys, did_you_mean
 from pipeline.errors import UserError
-from pipeline.schema import INTEGER_TYPES, TileOverride
-from pipeline.schema_keys import all_keys, did_you_mean
+from pipeline.running import user_code
 
 log = logging.getLogger("npuflow")
 

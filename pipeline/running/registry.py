@@ -14,8 +14,8 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline import user_code
 from pipeline.errors import UserError
+from pipeline.running import user_code
 from pipeline.stages.base import Stage
 from pipeline.stages.export import ExportStage
 

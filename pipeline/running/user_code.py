@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from pipeline.errors import UserError
 
 T = TypeVar("T")
-_NPUFLOW_ROOT = Path(__file__).resolve().parent.parent
+_NPUFLOW_ROOT = Path(__file__).resolve().parents[2]
 
 OWN_PACKAGES = frozenset({"pipeline", "ops", "hardware", "hydra_plugins"})
 _OWN_ROOTS = tuple(str(_NPUFLOW_ROOT / p) for p in sorted(OWN_PACKAGES))

@@ -3,7 +3,7 @@
 ``conf/config.yaml`` starts its defaults list with ``npuflow_schema`` (the
 :class:`NpuflowConfig` below), so each group's YAML is merged into a typed node: an unknown
 key or a wrong type fails while Hydra composes, naming the full key. Required values are
-``MISSING`` and are reported by :func:`pipeline.config.check_complete` right after
+``MISSING`` and are reported by :func:`pipeline.configuration.config.check_complete` right after
 composition. ``hydra_plugins/npuflow`` calls :func:`register_configs` so that DVC's Hydra
 composition (which does not import this package's entry point) sees the same schemas.
 """
@@ -206,7 +206,7 @@ class TilingConfig:
     objective: Objective = Objective.cycles  # auto mode
     # kernel name -> TileOverride fields; a plain mapping so that the dotted override
     # +compile.tiling.overrides.conv_0.tile_m=8 works (checked against TileOverride at the
-    # door, pipeline/config.py)
+    # door, pipeline/configuration/config.py)
     overrides: dict[str, Any] = field(default_factory=dict)
 
 

@@ -14,7 +14,7 @@ import difflib
 from omegaconf import DictConfig
 
 from pipeline.errors import UserError
-from pipeline.registry import build_chain
+from pipeline.running.registry import build_chain
 
 
 def objectives(cfg: DictConfig) -> list[str]:

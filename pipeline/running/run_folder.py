@@ -21,9 +21,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from pipeline import objective
+from pipeline.configuration import objective
 from pipeline.errors import UserError, UserStop
-from pipeline.registry import STAGE_NAMES
+from pipeline.running.registry import STAGE_NAMES
 
 RUN_FILES = frozenset({"metrics.json", "report.html", "cache.json", "timings.json",
                        "point.json", "multirun.yaml", "summary.csv", "summary.md",

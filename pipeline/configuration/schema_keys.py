@@ -1,7 +1,7 @@
 """The config schema's keys: every dotted key it declares, and the closest ones to a
-misspelt name. Its own module because the door check (``pipeline.config``), the CLI and
-``describe`` all need it, and ``describe`` also composes configs through ``pipeline.api``,
-which runs the door check: kept in describe, it closed an import cycle."""
+misspelt name. Its own module because the door check (``pipeline.configuration.config``),
+the CLI and ``describe`` all need it, and ``describe`` also composes configs through
+``pipeline.api``, which runs the door check: kept in describe, it closed an import cycle."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ _FIELD = re.compile(r"^\s+(\w+)\s*:\s*[^=]")
 
 
 def schema_class() -> type:
-    from pipeline.schema import NpuflowConfig
+    from pipeline.configuration.schema import NpuflowConfig
 
     return NpuflowConfig
 
