@@ -80,9 +80,19 @@ def test_double_buffering_overlaps_single_buffer_adds():
     assert overlap(1000, 600, False, 50) == 1600
 
 
-def test_energy_is_macs_plus_bytes():
-    e = dynamic_energy_pj(1000, "int8", 100, 10, RK.energy)
-    assert e == pytest.approx(1000 * 0.23 + 100 * 2.5 + 10 * 40.0)
+# Horowitz, "Computing's energy problem", ISSCC 2014, 45 nm: a multiply plus an add (pJ)
+HOROWITZ_MAC_PJ = {"int8": 0.2 + 0.03, "fp16": 1.1 + 0.4, "fp32": 3.7 + 0.9}
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "hardware").glob("*.yaml")))
+def test_every_profile_s_mac_energy_is_its_cited_source_s(name):
+    """Against the paper the energy model cites (hardware/energy.py), not against the
+    formula: a profile that drifts from it, or a precision mapped to the wrong figure,
+    fails here."""
+    energy = load_profile(CONF / "hardware" / f"{name}.yaml").energy
+    for precision, pj in HOROWITZ_MAC_PJ.items():
+        assert getattr(energy.mac_pj, precision) == pytest.approx(pj), precision
+        assert dynamic_energy_pj(10**6, precision, 0, 0, energy) == pytest.approx(10**6 * pj)
 
 
 def test_host_roofline_takes_the_slower_side():
