@@ -134,7 +134,7 @@ def compile_decisions(graph: Graph, profile: HardwareProfile, cfg: DictConfig,
                       quant_scheme: str, float_precision: str | None = None
                       ) -> tuple[list[Decision], dict[str, Any]]:
     """The plan and the placed kernels it was costed from (what ``recost`` re-prices)."""
-    float_precision = float_precision or SCHEME_PRECISION.get(quant_scheme, "fp32")
+    float_precision = _name(float_precision or SCHEME_PRECISION.get(quant_scheme, "fp32"))
     uncosted = control_flow_nodes(graph, cfg.get("control_flow", "error"))
     kernels = fuse(graph, _enabled_patterns(cfg, profile),
                    epilogue_activations=frozenset(profile.epilogue.activations),
