@@ -8,14 +8,15 @@ PY     := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
-	# model=ppocr_cls / ppocr_rec: PaddleOCR's trained networks ship in this wheel; only its
-	# ONNX files are read (never imported), so its OpenCV / Shapely dependencies are skipped
+	@# PYTHONWARNINGS: setuptools' editable-install banner is noise on a first run
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e .
+	@# model=ppocr_cls / ppocr_rec: PaddleOCR's trained networks ship in this wheel; only its
+	@# ONNX files are read (never imported), so its OpenCV / Shapely dependencies are skipped
 	$(PY) -m pip install -q --no-deps 'rapidocr-onnxruntime==1.4.4'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test]'
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 .PHONY: install install-test run test test-fast lint readme-figures clean
