@@ -248,3 +248,26 @@ def test_the_tiler_ranks_tilings_by_the_cost_model_s_own_time(g, prec, bw, sram_
                     if sram_footprint(t, g, act_w, wt_w, acc_w, db) <= budget:
                         other = npu_kernel_cost(work, prec, p, tiling=t)
                         assert other.total_cycles >= cost.total_cycles
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF / "hardware").glob("*.yaml")))
+def test_exactly_one_registered_unit_runs_each_kind_of_kernel(name):
+    """The units in hardware/units/ are found without a list anywhere (a module is a
+    unit), and on every shipped profile each kind of work, depthwise or not, has exactly
+    one unit that claims it: a new unit that overlaps an old one fails here."""
+    from hardware.units import UNITS, Operands, output_stages, unit_for
+
+    assert {"array", "vector", "depthwise_engine", "memory", "free", "host"} <= set(UNITS)
+    assert [s.name for s in output_stages()] == ["lut_epilogue"]
+    profile = load_profile(CONF / "hardware" / f"{name}.yaml")
+    g = GemmShape(64, 9, 1, groups=32)
+    for kind in ("array", "vector", "memory", "free"):
+        for depthwise in (False, True):
+            work = Work(kind, macs=g.macs, input_elems=100, output_elems=100,
+                        weight_elems=9 * 32, vector_ops=100, gemm=g)
+            unit = unit_for(work, profile, depthwise and kind == "array")
+            cost = npu_kernel_cost(work, "int8", profile,
+                                   depthwise=depthwise and kind == "array")
+            assert cost.unit in UNITS and UNITS[cost.unit].lane.startswith("npu.")
+            assert unit.cost(work, "int8", profile, Operands()).total_cycles == \
+                cost.total_cycles  # no output stage applies to this work

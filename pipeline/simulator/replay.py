@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from hardware.host import layout_conversion_seconds, link_seconds
 from hardware.profile import HardwareProfile
 from hardware.timeline import Task
+from hardware.units import lane_of
 from pipeline.compiler.plan import Kernel, Plan, Transfer
 
 KERNEL_CATEGORY = {"npu": "npu", "cpu": "cpu_fallback"}
@@ -33,9 +34,8 @@ def _cycles(seconds: float, profile: HardwareProfile) -> int:
 
 
 def _lane(kernel: Kernel) -> str:
-    if kernel.target == "cpu":
-        return "cpu"
-    return "npu.array" if kernel.cost.unit == "array" else "npu.vector"
+    """Where the kernel's time is drawn: its execution unit's lane (``hardware.units``)."""
+    return "cpu" if kernel.target == "cpu" else lane_of(kernel.cost.unit)
 
 
 def frame_tasks(plan: Plan, profile: HardwareProfile, frame: int, offset: int,

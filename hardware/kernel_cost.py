@@ -1,0 +1,112 @@
+"""What every execution unit prices a kernel with: the operand widths, the cost record,
+the DRAM and SRAM rates in cycles, and the MAC array's own compute time (the array unit
+and the tiler both need it). Its own module so that the units (``hardware/units/``) and
+``hardware.cost``, which picks among them, import it without importing each other."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from hardware.memory import OperandBytes, Tiling
+from hardware.profile import HardwareProfile
+from hardware.systolic import ComputeEstimate, compute_cycles
+from ops.work import GemmShape, Work
+
+# bytes per element of (activations, weights, accumulator) for a kernel precision;
+# int16 means A16W8 (16-bit activations, 8-bit weights), as NPUs that offer it run it.
+WIDTHS = {"int8": (1, 1, 4), "int16": (2, 1, 4), "fp16": (2, 2, 4), "fp32": (4, 4, 4),
+          # types only the host runs (index, mask and double-precision graphs)
+          "int32": (4, 4, 4), "int64": (8, 8, 8), "fp64": (8, 8, 8), "bool": (1, 1, 1),
+          "bf16": (2, 2, 4)}
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    unit: str  # array | vector | memory | free | host
+    precision: str
+    macs: int
+    compute_cycles: int
+    memory_cycles: int
+    overhead_cycles: int  # dispatch (and, on the host, nothing else)
+    total_cycles: int
+    dram_bytes: int
+    compulsory_dram_bytes: int
+    sram_bytes: int  # array/vector-side SRAM traffic
+    energy_pj: float  # dynamic energy; static power is charged over the timeline
+    mapping_efficiency: float = 1.0
+    sram_footprint: int = 0
+    weight_dram_bytes: int = 0  # the part of dram_bytes that is weights
+    lut_cycles: int = 0  # the part of compute_cycles an output-stage lookup table takes
+
+    @property
+    def bound(self) -> str:
+        parts = {"compute": self.compute_cycles, "memory": self.memory_cycles,
+                 "overhead": self.overhead_cycles}
+        return max(parts, key=lambda k: parts[k])
+
+
+def bytes_per_cycle(profile: HardwareProfile) -> float:
+    """DRAM bandwidth in bytes per NPU cycle."""
+    return profile.dram.bandwidth_gbps * 1e9 / (profile.frequency_mhz * 1e6)
+
+
+def latency_cycles(profile: HardwareProfile) -> float:
+    return profile.dram.latency_ns * 1e-9 * profile.frequency_mhz * 1e6
+
+
+def default_tiling(gemm: GemmShape) -> Tiling:
+    """Whole-operand tiles: the tiling when SRAM holds everything (compulsory traffic)."""
+    return Tiling(gemm.m, gemm.n, gemm.k, "mnk")
+
+
+def sram_port_cycles(work: Work, precision: str, profile: HardwareProfile) -> int:
+    """Every external operand byte (input, weights, output) crosses the SRAM port once."""
+    act_w, wt_w, _ = WIDTHS[precision]
+    nbytes = (work.input_elems + work.output_elems) * act_w + work.weight_elems * wt_w
+    return math.ceil(nbytes / profile.sram.bandwidth_bytes_per_cycle)
+
+
+def operand_bytes(work: Work, precision: str, a_in_dram: bool, c_to_dram: bool,
+                  weight_bytes: int | None) -> OperandBytes:
+    """Compulsory DRAM bytes per operand; ``weight_bytes`` overrides the weights' (0 when
+    they are resident in SRAM, the compressed size when the profile compresses them)."""
+    act_w, wt_w, acc_w = WIDTHS[precision]
+    return OperandBytes(
+        a=math.ceil(work.input_elems * work.input_dram_ratio) * act_w if a_in_dram else 0,
+        b=work.weight_elems * wt_w if weight_bytes is None else weight_bytes,
+        c=work.output_elems * act_w if c_to_dram else 0,
+        acc_width=acc_w,
+        c_elems=work.output_elems,
+    )
+
+
+def array_shape(gemm: GemmShape, profile: HardwareProfile, precision: str
+                ) -> tuple[int, int]:
+    """The arrangement of the PEs this GEMM runs on: the profile's ``rows`` x ``cols``, or
+    among ``mac_array.shapes`` the one with the fewest cycles (the first on a tie)."""
+    arr = profile.mac_array
+    if not arr.shapes:
+        return arr.rows, arr.cols
+    rate = getattr(arr.throughput, precision)
+    options = [(arr.rows, arr.cols), *((int(r), int(c)) for r, c in arr.shapes)]
+    return min(options, key=lambda rc: compute_cycles(gemm, rc[0], rc[1], arr.dataflow,
+                                                      rate).cycles)
+
+
+def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
+                  ) -> ComputeEstimate:
+    """The array's cycles for a GEMM with ideal memory: SCALE-Sim's systolic time, or the
+    output stage's if that drains slower. An output stage that takes ``output_per_cycle``
+    results per cycle, a group of ``cols`` kernels at a time (NVDLA's SDP after the
+    accumulator; RKNN-Toolkit2's rk3588 estimate charges ceil(N / 32) x 4 cycles per output
+    pixel whatever the input depth below 4 atoms), needs ceil(N / cols) x cols x M /
+    output_per_cycle cycles per group: thin, wide layers (16 -> 32 channels at 240x240, a
+    ConvTranspose to one channel) are bound by it, deep ones by the array."""
+    arr = profile.mac_array
+    rows, cols = array_shape(gemm, profile, precision)
+    est = compute_cycles(gemm, rows, cols, arr.dataflow, getattr(arr.throughput, precision))
+    if arr.output_per_cycle <= 0:
+        return est
+    drained = gemm.groups * math.ceil(gemm.n / cols) * cols * gemm.m
+    return replace(est, cycles=max(est.cycles, math.ceil(drained / arr.output_per_cycle)))

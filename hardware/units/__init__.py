@@ -1,0 +1,151 @@
+"""Execution units: where a kernel runs on the chip and what that costs.
+
+Each unit is a class in its own module here, with its cost function and the profile
+section it reads: the MAC array (``array``), the vector unit (``vector``), the depthwise
+engine (``depthwise_engine``), data-movement copies (``copy``), views that move nothing
+(``free``) and the host CPU (``host``); an output stage (``lut_epilogue``) adds its time to
+the kernels it applies to. The profile selects and parameterises them (which unit a
+depthwise convolution runs on, whether an output stage exists, every rate). Modules are
+discovered, so adding a unit is adding a module: ``hardware.cost`` asks ``unit_for`` which
+unit runs a kernel and ``output_stages`` which stages follow, the replay asks ``lane_of``
+where its time is drawn; nothing else names a unit.
+
+Why written here: the vendors' own estimators (Vela's per-unit performance model, RKNN's
+cycle estimate) are closed or tied to one chip; these are the mechanisms they model, one
+module each, with each formula's source in its docstring.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hardware import energy as energy_model
+from hardware.kernel_cost import (
+    WIDTHS,
+    KernelCost,
+    bytes_per_cycle,
+    latency_cycles,
+    operand_bytes,
+    sram_port_cycles,
+)
+from hardware.memory import Tiling, overlap, transfer_cycles
+from hardware.profile import HardwareProfile
+from ops.work import Work
+
+
+@dataclass(frozen=True)
+class Operands:
+    """Where a kernel's operands live, as the compiler placed them: the input read from
+    DRAM, the output written to it, the weights' DRAM bytes (None: stored size; 0:
+    resident in SRAM; the compressed size) and the tiling an array kernel runs with."""
+
+    a_in_dram: bool = True
+    c_to_dram: bool = True
+    weight_bytes: int | None = None
+    tiling: Tiling | None = None
+
+
+class Unit:
+    """One execution unit. ``runs`` says whether it runs this work on this profile (exactly
+    one NPU unit must); ``cost`` prices it."""
+
+    name: ClassVar[str]
+    lane: ClassVar[str]  # the timeline lane its time is drawn in
+    host: ClassVar[bool] = False  # the fallback CPU rather than an NPU unit
+
+    @staticmethod
+    def runs(work: Work, profile: HardwareProfile, depthwise: bool) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    def cost(work: Work, precision: str, profile: HardwareProfile, where: Operands
+             ) -> KernelCost:
+        raise NotImplementedError
+
+
+class OutputStage:
+    """A stage after a unit's output (an activation lookup table): ``after`` returns the
+    cost with the stage's time added, or the cost unchanged where it does not apply."""
+
+    name: ClassVar[str]
+
+    @staticmethod
+    def after(cost: KernelCost, work: Work, profile: HardwareProfile) -> KernelCost:
+        raise NotImplementedError
+
+
+UNITS: dict[str, type[Unit]] = {}
+STAGES: dict[str, type[OutputStage]] = {}
+
+
+def register(cls: type) -> type:
+    """Class decorator: a unit or an output stage, by its ``name``."""
+    table: dict = UNITS if issubclass(cls, Unit) else STAGES
+    if cls.name in table:
+        raise ValueError(f"execution unit '{cls.name}' registered twice")
+    table[cls.name] = cls
+    return cls
+
+
+def _discover() -> None:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+def unit_for(work: Work, profile: HardwareProfile, depthwise: bool) -> type[Unit]:
+    """The NPU unit that runs ``work`` on ``profile``."""
+    chosen = [u for u in UNITS.values() if not u.host and u.runs(work, profile, depthwise)]
+    if len(chosen) != 1:
+        raise LookupError(f"{len(chosen)} execution units claim a {work.unit} kernel "
+                          f"(depthwise={depthwise}): {[u.name for u in chosen]}")
+    return chosen[0]
+
+
+def output_stages() -> list[type[OutputStage]]:
+    return [STAGES[name] for name in sorted(STAGES)]
+
+
+def host_unit() -> type[Unit]:
+    return next(u for u in UNITS.values() if u.host)
+
+
+def lane_of(unit: str) -> str:
+    """The timeline lane of a unit's time (a unit a plan names but this build does not
+    know is drawn on the vector lane)."""
+    return UNITS[unit].lane if unit in UNITS else "npu.vector"
+
+
+def streamed(work: Work, precision: str, profile: HardwareProfile, where: Operands,
+             unit: str, compute: int, efficiency: float = 1.0, pipelined: bool = True,
+             moves: bool = True) -> KernelCost:
+    """A kernel that streams each operand once (vector, copy, depthwise-engine and view
+    kernels): its traffic is compulsory; the DMA time of its streams overlaps its compute
+    when ``pipelined`` (a read DMA -> compute -> write DMA pipeline: NVDLA's SDP / PDP in
+    memory-to-memory mode, Ethos-U's elementwise), else adds to it; every operand byte
+    crosses the SRAM port. ``moves=False``: a view, which moves and dispatches nothing."""
+    act_w = WIDTHS[precision][0]
+    sizes = operand_bytes(work, precision, where.a_in_dram, where.c_to_dram,
+                          where.weight_bytes)
+    dram = sizes.a + sizes.b + sizes.c if moves else 0
+    sram = (work.input_elems + work.output_elems) * act_w + sizes.b if moves else 0
+    streams = sum(1 for x in (sizes.a, sizes.b, sizes.c) if x)
+    memory = transfer_cycles(dram, streams, bytes_per_cycle(profile), latency_cycles(profile))
+    dispatch = profile.dispatch_cycles if moves else 0
+    body = overlap(compute, memory, pipelined, memory // max(streams, 1))
+    if moves:
+        body = max(body, sram_port_cycles(work, precision, profile))
+    return KernelCost(
+        unit=unit, precision=precision, macs=work.macs, compute_cycles=compute,
+        memory_cycles=memory, overhead_cycles=dispatch, total_cycles=body + dispatch,
+        dram_bytes=dram, compulsory_dram_bytes=dram, sram_bytes=sram,
+        energy_pj=energy_model.dynamic_energy_pj(work.macs, precision, sram, dram,
+                                                 profile.energy),
+        mapping_efficiency=efficiency, weight_dram_bytes=sizes.b if dram else 0,
+    )
+
+
+
+_discover()
