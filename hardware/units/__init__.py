@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -48,7 +49,7 @@ class Operands:
     tiling: Tiling | None = None
 
 
-class Unit:
+class Unit(ABC):
     """One execution unit. ``runs`` says whether it runs this work on this profile (exactly
     one NPU unit must); ``cost`` prices it."""
 
@@ -57,24 +58,27 @@ class Unit:
     host: ClassVar[bool] = False  # the fallback CPU rather than an NPU unit
 
     @staticmethod
+    @abstractmethod
     def runs(work: Work, profile: HardwareProfile, depthwise: bool) -> bool:
-        raise NotImplementedError
+        """Does this unit run ``work`` on ``profile``?"""
 
     @staticmethod
+    @abstractmethod
     def cost(work: Work, precision: str, profile: HardwareProfile, where: Operands
              ) -> KernelCost:
-        raise NotImplementedError
+        """The kernel's cost on this unit."""
 
 
-class OutputStage:
+class OutputStage(ABC):
     """A stage after a unit's output (an activation lookup table): ``after`` returns the
     cost with the stage's time added, or the cost unchanged where it does not apply."""
 
     name: ClassVar[str]
 
     @staticmethod
+    @abstractmethod
     def after(cost: KernelCost, work: Work, profile: HardwareProfile) -> KernelCost:
-        raise NotImplementedError
+        """``cost`` with this stage's time added where it applies."""
 
 
 UNITS: dict[str, type[Unit]] = {}
