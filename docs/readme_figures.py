@@ -87,12 +87,17 @@ def _sustained_rows(run: Run) -> list[dict[str, float]]:
 
 
 def _settle_c(run: Run) -> str:
-    """Where the box would settle at the full clock: ambient + R x the first second's power
-    (the thermal node's steady state, hardware/thermal.py)."""
-    cfg = run.config()
+    """Where the box would settle at the full clock: the thermal node's steady state
+    (``hardware.thermal.steady_state_c``) at the first second's power."""
+    from omegaconf import OmegaConf
+
+    from hardware.profile import profile_from_config
+    from hardware.thermal import steady_state_c
+
+    cfg = OmegaConf.load(run.folder / ".hydra" / "config.yaml")
     first = next(r for r in _sustained_rows(run) if r["power_w"] > 0)
-    ambient = cfg["simulate"]["sustained"]["ambient_c"]
-    return f"{ambient + first['power_w'] * cfg['hardware']['thermal']['resistance_c_per_w']:.0f}"
+    thermal = profile_from_config(cfg.hardware).thermal
+    return f"{steady_state_c(first['power_w'], cfg.simulate.sustained.ambient_c, thermal):.0f}"
 
 
 def _onset(run: Run) -> tuple[str, str, str]:

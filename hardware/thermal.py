@@ -137,6 +137,12 @@ class SustainedRun:
     peak_temperature_c: float
 
 
+def steady_state_c(power_w: float, ambient_c: float, thermal: Thermal) -> float:
+    """Where the thermal node settles at a constant power: T_ss = T_amb + P R."""
+    assert thermal.resistance_c_per_w is not None
+    return ambient_c + power_w * thermal.resistance_c_per_w
+
+
 def run(frame: FrameModel, mode: PowerMode, thermal: Thermal, ambient_c: float,
         seconds: float, fps: float) -> SustainedRun:
     """Step the plan's frames through ``seconds`` of demand (``fps``; 0: back to back)."""
@@ -172,7 +178,7 @@ def run(frame: FrameModel, mode: PowerMode, thermal: Thermal, ambient_c: float,
             + frame.static_w * mode.static_scale)
         running = dt
         if decay < 1.0:
-            steady = ambient_c + power * r
+            steady = steady_state_c(power, ambient_c, thermal)
             after = steady + (temperature - steady) * decay
             critical = thermal.critical_c
             if shutdown is None and critical is not None and after >= critical > temperature:

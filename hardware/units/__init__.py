@@ -117,9 +117,8 @@ def host_unit() -> type[Unit]:
 
 
 def lane_of(unit: str) -> str:
-    """The timeline lane of a unit's time (a unit a plan names but this build does not
-    know is drawn on the vector lane)."""
-    return UNITS[unit].lane if unit in UNITS else "npu.vector"
+    """The timeline lane of a unit's time (the plan's types guarantee a known unit)."""
+    return UNITS[unit].lane
 
 
 def streamed(work: Work, precision: str, profile: HardwareProfile, where: Operands,

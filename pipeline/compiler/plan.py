@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pipeline.configuration.schema_keys import did_you_mean, field_docs
+from pipeline.configuration.schema_keys import did_you_mean, field_docs, type_hints
 from pipeline.errors import UserError
 
 PLAN_VERSION = "npuflow.plan/3"
@@ -225,10 +225,6 @@ def read_plan(path: Path) -> Plan:
         raise UserError(f"{path}: {exc}") from None
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-
-
 def _key(field: str) -> str:
     return _RENAMED.get(field, field)
 
@@ -249,7 +245,7 @@ class _Bad(Exception):
 def _fields(cls: type) -> tuple[tuple[str, str, Convert], ...]:
     """(field, JSON key, converter) per field, worked out once per type: reading a plan is
     on the batch evaluator's path (thousands of plans a minute)."""
-    hints = _hints(cls)
+    hints = type_hints(cls)
     return tuple((f.name, _key(f.name), _converter(hints[f.name]))
                  for f in dataclasses.fields(cls))
 
@@ -334,7 +330,7 @@ def markdown() -> str:
              "not edit by hand. Changing a field's meaning bumps the version "
              f"({VERSION_NOTE}).", ""]
     for cls in (Plan, Placement, Kernel, Cost, Check, Gemm, Tiles, Transfer, Buffer, Memory):
-        docs, hints = field_docs(cls), _hints(cls)
+        docs, hints = field_docs(cls), type_hints(cls)
         lines += [f"## {cls.__name__}", "", (cls.__doc__ or "").strip(), "",
                   "| key | type | meaning |", "|---|---|---|"]
         for f in dataclasses.fields(cls):

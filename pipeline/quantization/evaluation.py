@@ -60,6 +60,7 @@ class Evaluator:
     metric: metric_components.Metric | None
     objective_key: str | None
     float_scores: dict[str, float] = field(default_factory=dict)
+    softmaxed: bool = field(init=False, default=False)  # the reference ends in a softmax
 
     def __post_init__(self) -> None:
         self.softmaxed = bool(self.reference) and are_probabilities(self.reference)
