@@ -86,11 +86,16 @@ Why the numbers differ (the same network, the same accelerator, two models of it
   seen (they stay check pairs, marked so in RESULTS.md): in Dedicated_Sram the tensor arena
   is in DRAM and the SRAM only stages (`sram.arena: dram`, Vela's OPTIONS.md), and the
   U85's MAC engine takes the output microblock that fits the layer (regor's 2x4x16 beside
-  2x2x32 on 1024 MACs: `mac_array.shapes`). What is still Vela's alone on the U85: its
-  DRAM burst model (a feature map deeper than 16 bytes per pixel is written in 16-byte
-  bursts of a 128-byte burst length, `EstimateMemoryTransfer` in
-  ethos_u85_performance.cpp) and its 500-cycle DRAM latency per block; npuflow charges
-  bytes over bandwidth, so the U85 pairs with large feature maps stay below 1.
+  2x2x32 on 1024 MACs: `mac_array.shapes`), and each DMA channel moves at most the bursts
+  its read buffer holds over the DRAM's latency (Little's law; regor's `ChannelBW` in
+  ethos_u85_performance.cpp with its per-configuration read buffers: on the U85-256 a
+  weight or feature-map stream gets 3.3 of the port's 12 bytes per cycle, an elementwise
+  operand 2.7, a write 10.5; `units.dma_channels`, hardware/units/dma_channels.py). That
+  last rule was written at 0.59-2.00, after the pairs were seen, from Vela's source, when
+  the CIFAR CNN's 4096 -> 128 fully connected layer took Vela 160,009 cycles for 512 KiB
+  of weights (3.3 bytes per cycle). What is still Vela's alone on the U85: its per-block
+  command-issue limit (a feature map deeper than 16 bytes per pixel written in 16-byte
+  bursts, `EstimateMemoryTransfer`) and its cascading of feature maps through the SRAM.
 - **The TFLite file and the float ONNX.** The TFLite column compiles the very file Vela
   compiles. The ONNX column is the float twin quantized by npuflow; tf2onnx's first
   Transpose (NHWC -> NCHW) is the application's layout (`ops/io_layout.py`), not a kernel;

@@ -11,6 +11,9 @@ from benchmarks/ and RESULTS.md.
 
     python docs/readme_figures.py            # exit 1 naming every drifted figure
     python docs/readme_figures.py --write    # rewrite them (and docs/sustained_rk3588.png)
+
+One file of ~330 lines: one small reader per README example, each next to the command
+it checks, so an example and its check are edited together.
 """
 
 from __future__ import annotations

@@ -30,9 +30,16 @@ from hardware.kernel_cost import (  # re-exported: the names callers price kerne
     sram_port_cycles,
 )
 from hardware.memory import Tiling
-from hardware.profile import HardwareProfile
+from hardware.profile_schema import HardwareProfile
 from hardware.tiling import TilingChoice, search
-from hardware.units import Operands, host_unit, output_stages, unit_for
+from hardware.units import (
+    FEATURE_MAPS,
+    Operands,
+    dram_channels,
+    host_unit,
+    output_stages,
+    unit_for,
+)
 from ops.work import Work
 
 __all__ = ["WIDTHS", "KernelCost", "array_compute", "array_shape", "auto_tiling",
@@ -72,7 +79,8 @@ def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
                   profile.dma.double_buffering, bytes_per_cycle(profile),
                   latency_cycles(profile), est.cycles, objective,
                   profile.energy.dram_pj_per_byte,
-                  floor_cycles=sram_port_cycles(work, precision, profile))
+                  floor_cycles=sram_port_cycles(work, precision, profile),
+                  channels=dram_channels(profile, FEATURE_MAPS))
 
 
 def npu_kernel_cost(work: Work, precision: str, profile: HardwareProfile,

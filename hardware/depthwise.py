@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from hardware.profile import DepthwiseMode, PerPrecision
+from hardware.profile_schema import DepthwiseMode, PerPrecision
 from ops.work import GemmShape
 
 

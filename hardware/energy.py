@@ -6,7 +6,7 @@ scaled per profile where a profile cites a better source."""
 
 from __future__ import annotations
 
-from hardware.profile import Energy
+from hardware.profile_schema import Energy
 
 
 def dynamic_energy_pj(macs: int, precision: str, sram_bytes: int, dram_bytes: int,

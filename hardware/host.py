@@ -8,7 +8,7 @@ A layout conversion (NCHW <-> NHWC) is a full copy: every byte read once and wri
 
 from __future__ import annotations
 
-from hardware.profile import Host, Link
+from hardware.profile_schema import Host, Link
 
 
 def host_seconds(flops: int, nbytes: int, host: Host) -> float:

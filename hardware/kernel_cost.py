@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, replace
 
 from hardware.memory import OperandBytes, Tiling
-from hardware.profile import HardwareProfile
+from hardware.profile_schema import HardwareProfile
 from hardware.systolic import ComputeEstimate, compute_cycles
 from ops.work import GemmShape, Work
 

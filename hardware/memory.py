@@ -17,6 +17,10 @@ can evaluate thousands of times per compile. The model is the classic loop-nest 
   the next tile's request while the current one transfers, so the latency of a stream is
   exposed once (:func:`exposed_latencies`); with a single buffer every burst waits for its
   own latency before compute can use it.
+- The DRAM port moves all of a kernel's streams at its bandwidth; where a DMA keeps each
+  stream on a channel of its own with a bounded number of requests in flight
+  (:class:`Channels`, ``hardware/units/dma_channels.py``), no stream moves faster than
+  its channel either, and the slowest stream sets the time when it binds.
 
 Halo re-reads of spatially tiled convolutions are ignored (at most (k - 1) / tile rows
 extra); the compulsory input bytes are the real tensor, not its im2col expansion.
@@ -71,6 +75,16 @@ class Traffic:
     @property
     def total(self) -> int:
         return self.a + self.b + self.c
+
+
+@dataclass(frozen=True)
+class Channels:
+    """Bytes per cycle each operand stream gets on its own DMA channel: the input read
+    (``a``), the weight read (``b``) and the output write (``c``)."""
+
+    a: float
+    b: float
+    c: float
 
 
 def exposed_latencies(traffic: Traffic, double_buffering: bool) -> int:
@@ -136,9 +150,18 @@ def _whole_cycles(x: Any) -> Any:
 
 
 def transfer_cycles(nbytes: Any, bursts: Any, bytes_per_cycle: float,
-                    latency_cycles: float) -> Any:
-    """DMA time: bytes at the DRAM bandwidth plus one latency per burst."""
-    return _whole_cycles(nbytes / bytes_per_cycle + bursts * latency_cycles)
+                    latency_cycles: float, parts: tuple[Any, Any, Any] | None = None,
+                    channels: Channels | None = None) -> Any:
+    """DMA time: bytes at the DRAM bandwidth plus one latency per burst. With ``channels``,
+    each of the streams' bytes (``parts``: input, weights, output) also at its own
+    channel's rate, the slowest binding (Vela's per-memory access cycles: the larger of
+    all bytes over the bandwidth and the busiest channel's bytes over its rate)."""
+    moving = nbytes / bytes_per_cycle
+    if channels is not None and parts is not None:
+        a, b, c = parts
+        moving = np.maximum(moving, np.maximum(np.maximum(a / channels.a, b / channels.b),
+                                               c / channels.c))
+    return _whole_cycles(moving + bursts * latency_cycles)
 
 
 def overlap(compute: Any, memory: Any, double_buffering: bool, first_burst: Any) -> Any:
@@ -152,14 +175,15 @@ def overlap(compute: Any, memory: Any, double_buffering: bool, first_burst: Any)
 
 
 def tiled_cycles(compute: Any, traffic: Traffic, double_buffering: bool,
-                 bytes_per_cycle: float, latency_cycles: float, floor: Any = 0
-                 ) -> tuple[Any, Any]:
+                 bytes_per_cycle: float, latency_cycles: float, floor: Any = 0,
+                 channels: Channels | None = None) -> tuple[Any, Any]:
     """(memory cycles, body cycles) of an array kernel: its traffic's DMA time, overlapped
     with ``compute`` as the buffering allows, never under ``floor`` (the SRAM port's time).
     The one latency function of a tiled kernel: ``hardware.cost`` prices a kernel with it
     and ``hardware.tiling`` ranks a grid of tilings with it."""
     memory = transfer_cycles(traffic.total, exposed_latencies(traffic, double_buffering),
-                             bytes_per_cycle, latency_cycles)
+                             bytes_per_cycle, latency_cycles,
+                             (traffic.a, traffic.b, traffic.c), channels)
     body = np.maximum(overlap(compute, memory, double_buffering,
                               memory // np.maximum(traffic.bursts, 1)), floor)
     return memory, (int(body) if np.ndim(body) == 0 else body)

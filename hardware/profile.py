@@ -1,10 +1,12 @@
 """The hardware-target profile: a typed schema for one NPU and the host it hangs off.
 
 Every hardware number npuflow uses comes from an instance of :class:`HardwareProfile`,
-which is built from one YAML file in ``conf/hardware/``. The dataclasses are the schema:
+which is built from one YAML file in ``conf/hardware/``. The dataclasses
+(``hardware.profile_schema``, re-exported here) are the schema:
 OmegaConf rejects an unknown key or a wrong type while merging, and :func:`validate`
 rejects values that are well-typed but physically meaningless (a zero bandwidth, an empty
-array). Hydra registers the same dataclasses in its ConfigStore
+array) and checks each ``units:`` section against its unit's own schema
+(``hardware/units/``). Hydra registers the same dataclasses in its ConfigStore
 (``pipeline.configuration.schema``), so a profile fails at compose time;
 :func:`load_profile` gives the same checks without Hydra.
 """
@@ -13,291 +15,51 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from hardware.bounds import (
-    AT_LEAST_1,
-    NON_NEGATIVE,
-    POSITIVE,
-    BoundsError,
-    bounded,
-    check_tree,
-    choices,
-)
+from hardware.bounds import BoundsError, check_tree
 from hardware.profile_file import ProfileError, read_profile_yaml
-from hardware.thermal import ColdStart, PowerMode, Thermal, check_thermal
+from hardware.profile_schema import (  # re-exported: the schema's users import it from here
+    PRECISIONS,
+    ArenaHome,
+    Confidence,
+    ConfidenceKind,
+    Dataflow,
+    DepthwiseMode,
+    DepthwiseUnit,
+    Dma,
+    Dram,
+    Energy,
+    Epilogue,
+    FreeParameter,
+    HardwareProfile,
+    Host,
+    Layout,
+    Link,
+    MacArray,
+    PerPrecision,
+    Precision,
+    Sram,
+    VectorUnit,
+    WeightCompression,
+    Weights,
+)
+from hardware.thermal import check_thermal
+from hardware.units import unit_sections
 from ops.activation import OPS_PER_ELEMENT
 from ops.conv_lowering import LOWERINGS
 from ops.registry import SPECS
 
-PRECISIONS = ("int8", "int16", "fp16", "fp32")
-Dataflow = choices("Dataflow", "ws", "os", "is")
-ArenaHome = choices("ArenaHome", "budget", "sram", "dram")
-Layout = choices("Layout", "NHWC", "NCHW")
-DepthwiseUnit = choices("DepthwiseUnit", "array", "vector", "engine")
-WeightCompression = choices("WeightCompression", "none", "entropy")
-Precision = choices("Precision", *PRECISIONS)
-
-
-@dataclass
-class PerPrecision:
-    """One number per precision. On ``mac_array.throughput`` it is MACs per PE per cycle
-    (0 = that precision does not run on the array); on ``energy.mac_pj`` it is pJ per MAC."""
-
-    int8: float = bounded(MISSING, NON_NEGATIVE)
-    int16: float = bounded(MISSING, NON_NEGATIVE)
-    fp16: float = bounded(MISSING, NON_NEGATIVE)
-    fp32: float = bounded(MISSING, NON_NEGATIVE)
-
-
-@dataclass
-class DepthwiseMode:
-    """How the NPU runs a depthwise convolution (one input channel per output channel).
-
-    ``unit``: ``array`` runs one small GEMM per channel on the systolic array (SCALE-Sim's
-    mapping, fill and drain per channel); ``vector`` runs it on the vector unit, one MAC per
-    lane per cycle; ``engine`` is the channel-parallel mode of the MAC engine that NPUs
-    built for MobileNets have: ``channels`` channels x ``pixels`` output pixels at once,
-    ``taps`` kernel taps per step of ``step_cycles`` cycles; the pixels form a block of
-    ``block_rows`` output rows (Vela's Ethos-U55-256 model: a 2x2x8 output micro-block, 4
-    taps per 4 cycles, i.e. channels 8, pixels 4, block_rows 2, taps 4, step_cycles 4;
-    ``hardware/depthwise.py``). ``full_rate``: the precisions the engine runs at its int8
-    rate whatever the array's throughput for them (RKNN-Toolkit2's rk3588 and rk3568
-    estimates keep fp16 depthwise at the int8 rate; Vela's Ethos-U model doubles int16, so
-    it lists none)."""
-
-    unit: DepthwiseUnit = DepthwiseUnit.array
-    channels: int = bounded(1, AT_LEAST_1)
-    pixels: int = bounded(1, AT_LEAST_1)
-    block_rows: int = bounded(1, AT_LEAST_1)
-    taps: int = bounded(1, AT_LEAST_1)
-    step_cycles: int = bounded(1, AT_LEAST_1)
-    full_rate: list[Precision] = field(default_factory=list)
-    # the fewest cycles a kernel step of one channel block takes, however few pixels it
-    # has: writing the output block back (Vela's cycles_wb = 32 x micro-block depth / 8);
-    # a depthwise layer with a tiny output map pays it per step
-    writeback_cycles: int = bounded(0, NON_NEGATIVE)
-    # a spatial mean (ReduceMean over H, W; GlobalAveragePool) runs on this engine as a
-    # depthwise convolution whose kernel is the whole map (Vela's
-    # convert_mean_to_depthwise_conv), instead of as a vector pass
-    spatial_means: bool = False
-
-
-@dataclass
-class MacArray:
-    rows: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 4096))
-    cols: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 4096))
-    dataflow: Dataflow = MISSING  # ws | os | is (weight-, output-, input-stationary)
-    throughput: PerPrecision = field(default_factory=PerPrecision)
-    depthwise: DepthwiseMode = field(default_factory=DepthwiseMode)
-    # results the output stage (NVDLA's SDP, RKNN's DPU) takes per cycle, a whole group of
-    # ``cols`` kernels at a time; 0: it keeps up with the array (SCALE-Sim's assumption)
-    output_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 4096))
-    # input channels a direct-convolution array reads per kernel tap per cycle (NVDLA's
-    # atomic-C): each tap's channels are padded to a multiple of it, so a 3-channel 3x3
-    # layer costs 9 atoms per pixel; 0: im2col packs all taps together (SCALE-Sim's GEMM)
-    tap_channels: int = bounded(0, NON_NEGATIVE, plausible=(0, 4096))
-    # the largest dilation the array applies itself; a convolution dilated further runs as
-    # its kernel dilated with zeros (hardware/dilation.py, Vela's fixup_dilation_gt2);
-    # 0: any dilation in hardware
-    hardware_dilation: int = bounded(0, NON_NEGATIVE, plausible=(0, 64))
-    # other [rows, cols] the same PEs can be arranged as, per kernel, the fastest one taken
-    # (Ethos-U85's output microblocks: 2x2x32 / 1x4x32 / 2x4x16 on the 1024-MAC
-    # configuration, so a 16-channel layer takes 8 pixels at a time instead of 4);
-    # each must hold rows x cols PEs
-    shapes: list[list[int]] = field(default_factory=list)
-
-
-@dataclass
-class Epilogue:
-    """What the array's output stage applies to a result on its way out.
-
-    ``activations`` fuse into the producing Conv/Gemm at no cost. ``lut_activations`` fuse
-    too, but go through the output stage's lookup table, which takes
-    ``lut_elements_per_cycle`` results per cycle after the convolution has produced them
-    (RKNN compiles Conv + SiLU / Sigmoid / HardSwish as one ConvExSwish / ConvSigmoid /
-    ConvHardSwish layer, and the boards take longer for it than for the plain convolution).
-    Any other activation runs as its own vector pass, as Vela runs what the output stage
-    lacks. ``residual_add``: the output stage can add a second tensor (a ResNet shortcut)
-    while writing; when false the Add is its own elementwise pass (Vela on Ethos-U)."""
-
-    activations: list[str] = field(default_factory=lambda: ["Relu", "Clip"])
-    lut_activations: list[str] = field(default_factory=list)
-    lut_elements_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
-    residual_add: bool = False
-
-
-@dataclass
-class Weights:
-    """Where parameters live between inferences, and how they move.
-
-    ``cache_kb``: how much of the on-chip SRAM may keep parameters across inferences (the
-    Edge TPU caches them in its 8 MB); the compiler fills it in execution order, never
-    beyond what the activation arena leaves, and the rest stream from DRAM every
-    inference. 0: every weight streams every inference (RKNN; Vela's
-    Shared_Sram mode with weights in flash). ``compression``: ``entropy``
-    moves weights as an entropy-coded stream (Vela's weight compressor); the bytes are the
-    weights' measured Shannon entropy (``hardware/compression.py``)."""
-
-    cache_kb: float = bounded(0.0, NON_NEGATIVE)
-    compression: WeightCompression = WeightCompression.none
-
-
-@dataclass
-class VectorUnit:
-    """``lanes``: elementwise / activation / pooling elements per cycle. ``chains``: a
-    chain of elementwise ops (x*a+b, an activation's pieces) runs as one pass, reading its
-    input once and writing once; false: each op is a pass of its own through DRAM, taking
-    along only an activation its output stage applies (``epilogue.activations``), as
-    RKNN-Toolkit2 compiles them (one layer per Mul and per Add) and Vela packs them (one
-    elementwise op per pass)."""
-
-    lanes: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 65536))
-    chains: bool = True
-    # output bytes a pass retires per cycle at most, whatever its operations per element
-    # (NVDLA specifies its SDP / PDP in elements per cycle; a byte-wide path retires half
-    # as many 16-bit elements); 0: only ``lanes`` binds
-    output_bytes_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
-
-
-@dataclass
-class Sram:
-    size_kb: float = bounded(MISSING, POSITIVE, plausible=(1, 1 << 20))
-    bandwidth_bytes_per_cycle: float = bounded(MISSING, POSITIVE, plausible=(1, 65536))
-    # where the tensor arena (every feature map) lives. budget: feature maps get
-    # compile.memory.sram_fraction of size_kb and the rest spill to DRAM. sram: the SRAM
-    # holds the whole arena, however large (Vela's Sram_Only and Shared_Sram modes: the arena
-    # is sized to what the network needs; nothing spills, the flash the weights come from
-    # being read-only). dram: the arena is in DRAM and the SRAM only stages tiles and
-    # weights (Vela's Dedicated_Sram mode: "the SRAM is used for the cache_mem_area",
-    # Vela 5.2 OPTIONS.md)
-    arena: ArenaHome = "budget"
-
-
-@dataclass
-class Dram:
-    bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.01, 10000))  # 1e9 B/s
-    latency_ns: float = bounded(MISSING, NON_NEGATIVE, plausible=(0, 100000))  # per burst
-
-
-@dataclass
-class Dma:
-    """``double_buffering``: the convolution pipeline (the array and the depthwise engine)
-    prefetches tile i+1 while it computes tile i, so a kernel takes max(compute, memory);
-    without it the operands are loaded, then computed on: compute + memory. Streaming
-    units (vector, copy) read, compute and write as one pipeline either way."""
-    double_buffering: bool = MISSING
-
-
-@dataclass
-class Host:
-    # sustained fp32 GFLOP/s of the fallback CPU
-    gflops: float = bounded(MISSING, POSITIVE, plausible=(0.01, 1e6))
-    bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.01, 10000))
-    layout: Layout = Layout.NCHW
-
-
-@dataclass
-class Link:
-    bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.001, 10000))  # NPU <-> CPU
-    # per hand-over (cache flush, interrupt, wake-up)
-    sync_us: float = bounded(MISSING, NON_NEGATIVE, plausible=(0, 100000))
-
-
-@dataclass
-class Energy:
-    mac_pj: PerPrecision = field(default_factory=PerPrecision)
-    sram_pj_per_byte: float = bounded(MISSING, NON_NEGATIVE)
-    dram_pj_per_byte: float = bounded(MISSING, NON_NEGATIVE)
-    static_mw: float = bounded(MISSING, NON_NEGATIVE)
-
-
-@dataclass
-class FreeParameter:
-    """A profile number that ``npuflow-calibrate`` may move, within ``[low, high]``
-    (``pipeline/calibrate``). Both bounds are required: a fit without bounds can explain
-    any measurement with an absurd value. ``spread`` (optional, > 1) says how far the
-    profile's own value is trusted: one standard deviation is a factor ``spread`` either
-    way, and the fit pays for leaving it (a log-normal prior); without it every value inside
-    the bounds is equally likely."""
-
-    key: str = MISSING  # dotted profile key, e.g. dram.bandwidth_gbps
-    low: float = bounded(MISSING, POSITIVE)
-    high: float = bounded(MISSING, POSITIVE)
-    spread: float | None = None
-
-
-ConfidenceKind = choices("ConfidenceKind", "none", "board", "vendor_estimate",
-                         "leave_one_out")
-
-
-@dataclass
-class Confidence:
-    """How far this profile's latencies have been from measurements of its chip: the
-    lowest and highest npuflow / measured ratio over its check pairs (pairs never used to
-    set a value; ``benchmarks/silicon_agreement.py --write-confidence``) or, for a
-    calibrated profile, over its leave-one-out predictions (``npuflow-calibrate``). A run
-    reports ``latency_ms_low`` = latency / ``ratio_high`` and ``latency_ms_high`` =
-    latency / ``ratio_low``: where the measured latency fell for those networks."""
-
-    ratio_low: float | None = bounded(None, POSITIVE)
-    ratio_high: float | None = bounded(None, POSITIVE)
-    pairs: int = bounded(0, NON_NEGATIVE)
-    kind: ConfidenceKind = ConfidenceKind.none
-    based_on: str = ""
-
-
-@dataclass
-class HardwareProfile:
-    """A target NPU: array, memories, units, op limits, energy, host, thermal (conf/hardware/)."""
-
-    name: str = MISSING
-    description: str = MISSING
-    based_on: str = MISSING  # the public source of the numbers
-    frequency_mhz: float = bounded(MISSING, POSITIVE, plausible=(1, 10000))
-    cores: int = bounded(1, AT_LEAST_1, plausible=(1, 256))
-    mac_array: MacArray = field(default_factory=MacArray)
-    vector_unit: VectorUnit = field(default_factory=VectorUnit)
-    sram: Sram = field(default_factory=Sram)
-    dram: Dram = field(default_factory=Dram)
-    dma: Dma = field(default_factory=Dma)
-    dispatch_cycles: int = bounded(MISSING, NON_NEGATIVE, plausible=(0, 10_000_000))
-    multicore_ops: list[str] | None = None  # op types split across cores (None: all)
-    epilogue: Epilogue = field(default_factory=Epilogue)
-    weights: Weights = field(default_factory=Weights)
-    layout: Layout = Layout.NHWC
-    channel_alignment: int = bounded(1, AT_LEAST_1)
-    # a Concat costs nothing: its inputs' producers write into their slices of its output
-    # (Vela writes concatenations in place; RKNN and NVDLA copy)
-    concat_in_place: bool = False
-    # op type -> limits; required: ``ops: {}`` says "nothing runs on the NPU"
-    ops: dict[str, dict[str, Any]] = MISSING
-    host: Host = field(default_factory=Host)
-    link: Link = field(default_factory=Link)
-    energy: Energy = field(default_factory=Energy)
-    # the assumptions a calibration may fit, with bounds (physical facts are not listed)
-    calibrate: list[FreeParameter] = field(default_factory=list)
-    # sustained load (hardware/thermal.py): operating points, cooling and governor, and
-    # what the first inference pays
-    power_modes: dict[str, PowerMode] = field(default_factory=dict)
-    default_power_mode: str | None = None
-    thermal: Thermal = field(default_factory=Thermal)
-    cold_start: ColdStart = field(default_factory=ColdStart)
-    confidence: Confidence = field(default_factory=Confidence)
-    # where each value comes from, by dotted key (a section covers its keys): one of
-    # PROVENANCE_KINDS, then what exactly ("vendor_compiler: RKNN-Toolkit2 2.5.0 estimate")
-    provenance: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def peak_macs_per_cycle(self) -> dict[str, float]:
-        """MACs per cycle of the whole NPU per precision (rows x cols x throughput x cores)."""
-        pes = self.mac_array.rows * self.mac_array.cols * self.cores
-        return {p: pes * getattr(self.mac_array.throughput, p) for p in PRECISIONS}
+__all__ = ["PRECISIONS", "ArenaHome", "Confidence", "ConfidenceKind", "Dataflow",
+           "DepthwiseMode", "DepthwiseUnit", "Dma", "Dram", "Energy", "Epilogue",
+           "FreeParameter", "HardwareProfile", "Host", "Layout", "Link", "MacArray",
+           "PerPrecision", "Precision", "ProfileError", "Sram", "VectorUnit",
+           "WeightCompression", "Weights", "load_profile", "profile_from_config",
+           "profile_value", "validate"]
 
 
 # where a profile value may come from: a datasheet or product brief; the vendor's own
@@ -322,8 +84,11 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
     """Reject physically meaningless values (the ranges declared on the fields, and the
     cross-checks below); the error names the full key. Choices are enums, which OmegaConf
     checks while merging."""
+    profile.units = typed_units(profile.units, f"{prefix}.units")
     try:
         check_tree(profile, prefix)
+        for name, params in profile.units.items():
+            check_tree(params, f"{prefix}.units.{name}")
     except BoundsError as exc:
         raise ProfileError(exc.key, exc.reason) from exc
     for key in ("activations", "lut_activations"):
@@ -383,14 +148,37 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
     return profile
 
 
+def typed_units(raw: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """Each ``units:`` entry as its unit's ``Section`` dataclass (``hardware/units/``):
+    OmegaConf refuses an unknown key or a wrong type as it does for the profile's own
+    sections; an entry already typed (a built profile validated again) is kept."""
+    known = unit_sections()
+    typed: dict[str, Any] = {}
+    for name, params in raw.items():
+        if name not in known:
+            raise ProfileError(f"{prefix}.{name}", "not an execution unit with a profile "
+                               f"section (known: {', '.join(known) or 'none'})")
+        if isinstance(params, known[name]):
+            typed[name] = params
+            continue
+        try:
+            node = OmegaConf.merge(OmegaConf.structured(known[name]), params or {})
+            missing = sorted(OmegaConf.missing_keys(node))
+            if missing:
+                raise ProfileError(f"{prefix}.{name}.{missing[0]}", "missing required value")
+            typed[name] = OmegaConf.to_object(node)
+        except OmegaConfBaseException as exc:
+            key = getattr(exc, "full_key", None) or "?"
+            raise ProfileError(f"{prefix}.{name}.{key}", str(exc).splitlines()[0]) from exc
+    return typed
+
+
 def profile_value(profile: HardwareProfile, dotted: str) -> Any:
     """The value at a dotted key (``dram.bandwidth_gbps``); KeyError if there is none."""
-    obj: Any = profile
-    for part in dotted.split("."):
-        if not hasattr(obj, part):
-            raise KeyError(dotted)
-        obj = getattr(obj, part)
-    return obj
+    value = _resolve(profile, dotted)
+    if value is _MISSING_KEY:
+        raise KeyError(dotted)
+    return value
 
 
 def _check_free_parameter(profile: HardwareProfile, key: str, free: FreeParameter,

@@ -24,7 +24,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from hardware.memory import ORDERS, OperandBytes, Tiling, tiled_cycles, tiled_traffic
+from hardware.memory import (
+    ORDERS,
+    Channels,
+    OperandBytes,
+    Tiling,
+    tiled_cycles,
+    tiled_traffic,
+)
 
 
 @dataclass(frozen=True)
@@ -51,22 +58,24 @@ def search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, 
            acc_w: int, sram_bytes: int, double_buffering: bool, bytes_per_cycle: float,
            latency_cycles: float, compute_cycles: int, objective: str = "cycles",
            energy_per_byte: float = 1.0, orders: tuple[str, ...] = ORDERS,
-           floor_cycles: int = 0) -> TilingChoice:
+           floor_cycles: int = 0, channels: Channels | None = None) -> TilingChoice:
     """Best tiling of a (groups x) M x K x N GEMM; see the module docstring."""
     whole = _whole(m, n, k, groups, sizes, in_w, w_w, acc_w, sram_bytes, double_buffering,
-                   orders, compute_cycles, bytes_per_cycle, latency_cycles, floor_cycles)
+                   orders, compute_cycles, bytes_per_cycle, latency_cycles, floor_cycles,
+                   channels)
     if whole is not None:
         return whole
     return grid_search(m, n, k, groups, sizes, in_w, w_w, acc_w, sram_bytes,
                        double_buffering, bytes_per_cycle, latency_cycles, compute_cycles,
-                       objective, energy_per_byte, orders, floor_cycles)
+                       objective, energy_per_byte, orders, floor_cycles, channels)
 
 
 def grid_search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int,
                 w_w: int, acc_w: int, sram_bytes: int, double_buffering: bool,
                 bytes_per_cycle: float, latency_cycles: float, compute_cycles: int,
                 objective: str = "cycles", energy_per_byte: float = 1.0,
-                orders: tuple[str, ...] = ORDERS, floor_cycles: int = 0) -> TilingChoice:
+                orders: tuple[str, ...] = ORDERS, floor_cycles: int = 0,
+                channels: Channels | None = None) -> TilingChoice:
     """Every point of the tile grid x loop orders, evaluated (``search`` without its
     shortcuts) with the cost model's own traffic and time (``memory.tiled_traffic``,
     ``memory.tiled_cycles``); ``floor_cycles`` is the kernel's SRAM-port bound."""
@@ -79,7 +88,7 @@ def grid_search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: 
     for oi, order in enumerate(orders):
         traffic = tiled_traffic(order, trips, sizes, groups)
         _, cycles = tiled_cycles(compute_cycles, traffic, double_buffering, bytes_per_cycle,
-                                 latency_cycles, floor_cycles)
+                                 latency_cycles, floor_cycles, channels)
         total = traffic.total
         energy = total * energy_per_byte
         score = {"cycles": cycles, "energy": energy, "edp": energy * cycles}[objective]
@@ -101,7 +110,7 @@ def grid_search(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: 
 def _whole(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, w_w: int,
            acc_w: int, sram_bytes: int, double_buffering: bool, orders: tuple[str, ...],
            compute_cycles: int, bytes_per_cycle: float, latency_cycles: float,
-           floor_cycles: int) -> TilingChoice | None:
+           floor_cycles: int, channels: Channels | None) -> TilingChoice | None:
     """The full tile when it fits and nothing is double-buffered (the grid's own winner,
     found without the grid), else None."""
     footprint = m * k * in_w + k * n * w_w + m * n * acc_w
@@ -109,7 +118,7 @@ def _whole(m: int, n: int, k: int, groups: int, sizes: OperandBytes, in_w: int, 
         return None
     traffic = tiled_traffic(orders[0], {"m": 1, "n": 1, "k": 1}, sizes, groups)
     _, cycles = tiled_cycles(compute_cycles, traffic, False, bytes_per_cycle,
-                             latency_cycles, floor_cycles)
+                             latency_cycles, floor_cycles, channels)
     return TilingChoice(tiling=Tiling(m, n, k, orders[0]), dram_bytes=int(traffic.total),
                         bursts=int(traffic.bursts), footprint=footprint, fits=True,
                         cycles=int(cycles))

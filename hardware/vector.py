@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from hardware.profile import VectorUnit
+from hardware.profile_schema import VectorUnit
 
 
 def vector_cycles(ops: int, output_bytes: int, unit: VectorUnit) -> int:

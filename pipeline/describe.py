@@ -74,6 +74,11 @@ def describe_key(key: str) -> str:
     cls, field, parts = schema_class(), None, key.split(".")
     owner: type = cls
     for i, part in enumerate(parts):
+        if parts[:i] == ["hardware", "units"]:  # a unit's own section (hardware/units/)
+            cls = _unit_section(key, part)
+            if i == len(parts) - 1:
+                return _section_text(key, cls)
+            continue
         if not dataclasses.is_dataclass(cls):  # an entry of a free-form mapping
             mapping = ".".join(parts[:i])
             return "\n".join([key, f"  an entry of {mapping} (a mapping; any key)",
@@ -92,11 +97,7 @@ def describe_key(key: str) -> str:
     assert field is not None
     lines = [key]
     if dataclasses.is_dataclass(cls):
-        lines.append(f"  section ({cls.__name__}): "
-                     + ", ".join(f.name for f in dataclasses.fields(cls)))
-        doc = cls.__dict__.get("__doc__") or ""
-        if doc and not doc.startswith(f"{cls.__name__}("):
-            lines.append("  " + inspect.cleandoc(doc).replace("\n", "\n  "))
+        lines = _section_text(key, cls).splitlines()
     else:
         lines.append(f"  type: {_type_name(cls)}")
     unit = _unit(field.name)
@@ -108,12 +109,34 @@ def describe_key(key: str) -> str:
     plausible = field.metadata.get("plausible")
     if plausible:
         lines.append(f"  plausible: {plausible[0]:g} to {plausible[1]:g} (outside: a warning)")
-    if not dataclasses.is_dataclass(cls):
+    if parts[:2] == ["hardware", "units"] and _default(key) is None:
+        lines.append("  default: none (the default profile does not fit this unit)")
+    elif not dataclasses.is_dataclass(cls):
         lines.append(f"  default: {_default(key)!r} (in the default composition, "
                      "conf/config.yaml)")
     doc = field_docs(owner).get(field.name)
     if doc:
         lines.append(f"  {doc}")
+    return "\n".join(lines)
+
+
+def _unit_section(key: str, name: str) -> type:
+    """The schema of an execution unit's own profile section (``hardware.units.<name>``)."""
+    from hardware.units import unit_sections
+
+    sections = unit_sections()
+    if name not in sections:
+        raise ValueError(f"'{key}': '{name}' is not an execution unit with a profile "
+                         f"section (known: {', '.join(sections) or 'none'})")
+    return sections[name]
+
+
+def _section_text(key: str, cls: type) -> str:
+    lines = [key, f"  section ({cls.__name__}): "
+             + ", ".join(f.name for f in dataclasses.fields(cls))]
+    doc = cls.__dict__.get("__doc__") or ""
+    if doc and not doc.startswith(f"{cls.__name__}("):
+        lines.append("  " + inspect.cleandoc(doc).replace("\n", "\n  "))
     return "\n".join(lines)
 
 

@@ -21,6 +21,7 @@ from hardware.energy import dynamic_energy_pj
 from hardware.memory import OperandBytes, Tiling, gemm_traffic, overlap, refetch_factor
 from hardware.profile import load_profile
 from hardware.systolic import compute_cycles
+from hardware.units.dma_channels import DmaChannelsSection
 from ops.work import ARRAY, GemmShape, Work
 from tests.conftest import CONF
 
@@ -115,6 +116,15 @@ gemms = st.builds(GemmShape, st.integers(1, 4096), st.integers(1, 2048), st.inte
                   st.sampled_from([1, 1, 1, 4, 32]))
 
 
+channel_sections = st.one_of(st.none(), st.builds(
+    lambda burst, reads, writes, wlat, fm, w: DmaChannelsSection(
+        burst_bytes=burst, outstanding_reads=reads, outstanding_writes=writes,
+        write_latency_ns=wlat, feature_map_buffer_bytes=fm, stream_buffer_bytes=fm,
+        weight_buffer_bytes=w),
+    st.sampled_from([16, 64, 128]), st.integers(1, 64), st.integers(1, 64),
+    st.floats(1, 1000), st.sampled_from([256, 2048, 8192]), st.sampled_from([256, 2048])))
+
+
 def _work(g: GemmShape) -> Work:
     return Work(ARRAY, macs=g.macs, input_elems=g.m * g.k * g.groups,
                 weight_elems=g.k * g.n * g.groups, output_elems=g.m * g.n * g.groups, gemm=g)
@@ -122,9 +132,10 @@ def _work(g: GemmShape) -> Work:
 
 @settings(max_examples=150, deadline=None)
 @given(gemms, st.sampled_from(["int8", "int16", "fp16"]), st.floats(0.5, 64),
-       st.sampled_from([64, 256, 1024]), st.booleans())
-def test_no_kernel_beats_peak_compute_or_dram_bandwidth(g, prec, bw, sram_kb, db):
+       st.sampled_from([64, 256, 1024]), st.booleans(), channel_sections)
+def test_no_kernel_beats_peak_compute_or_dram_bandwidth(g, prec, bw, sram_kb, db, channels):
     p = _profile(bw=bw, sram_kb=sram_kb, db=db)
+    p = dataclasses.replace(p, units={"dma_channels": channels} if channels else {})
     work = _work(g)
     choice = auto_tiling(work, prec, p)
     cost = npu_kernel_cost(work, prec, p, tiling=choice.tiling)
@@ -218,19 +229,22 @@ def test_the_tiling_search_shortcut_is_the_grid_s_own_answer(m, n, k, groups, a_
 @settings(max_examples=120, deadline=None)
 @given(gemms, st.sampled_from(["int8", "int16", "fp16"]), st.floats(0.5, 64),
        st.sampled_from([16, 64, 256, 1024]), st.booleans(), st.floats(0, 2000),
-       st.sampled_from(["cycles", "energy", "edp"]), st.sampled_from([2, 8, 64, 512]))
+       st.sampled_from(["cycles", "energy", "edp"]), st.sampled_from([2, 8, 64, 512]),
+       channel_sections)
 def test_the_tiler_ranks_tilings_by_the_cost_model_s_own_time(g, prec, bw, sram_kb, db,
-                                                             latency_ns, objective, port):
+                                                             latency_ns, objective, port,
+                                                             channels):
     """One latency function: the tiling the tiler picks costs, in ``npu_kernel_cost``,
     exactly the cycles and bytes the tiler said; and for the cycles objective no other
     tiling that fits costs less there (checked on a sample of the grid, in the cost
-    model, not the tiler)."""
+    model, not the tiler). Profiles with and without DMA channels of their own."""
     from hardware.memory import ORDERS, sram_footprint
     from hardware.tiling import candidates
 
     p = _profile(bw=bw, sram_kb=sram_kb, db=db)
     p = dataclasses.replace(p, dram=dataclasses.replace(p.dram, latency_ns=latency_ns),
-                            sram=dataclasses.replace(p.sram, bandwidth_bytes_per_cycle=port))
+                            sram=dataclasses.replace(p.sram, bandwidth_bytes_per_cycle=port),
+                            units={"dma_channels": channels} if channels else {})
     work = _work(g)
     choice = auto_tiling(work, prec, p, objective)
     cost = npu_kernel_cost(work, prec, p, tiling=choice.tiling)

@@ -48,6 +48,11 @@ def test_a_key_is_explained_from_its_schema_field():
     assert "one of auto | fixed" in describe.render("compile.tiling.mode")
     assert "an entry of hardware.ops" in describe.render("hardware.ops.Conv")
     assert describe.field_docs(HardwareProfile)  # comments are found at all
+    unit = describe.render("hardware.units.dma_channels.write_latency_ns")
+    assert "unit: ns" in unit and "allowed: must be > 0" in unit  # the unit's own schema
+    assert "section (DmaChannelsSection)" in describe.render("hardware.units.dma_channels")
+    with pytest.raises(ValueError, match="not an execution unit"):
+        describe.render("hardware.units.dma_chanels")
 
 
 @pytest.mark.parametrize("typed,expected", [

@@ -4,11 +4,20 @@ Each unit is a class in its own module here, with its cost function and the prof
 section it reads: the MAC array (``array``), the vector unit (``vector``), the depthwise
 engine (``depthwise_engine``), data-movement copies (``copy``), views that move nothing
 (``free``) and the host CPU (``host``); an output stage (``lut_epilogue``) adds its time to
-the kernels it applies to. The profile selects and parameterises them (which unit a
+the kernels it applies to; a DMA model (``dma_channels``) sets the rate each of a
+kernel's DRAM streams gets. The profile selects and parameterises them (which unit a
 depthwise convolution runs on, whether an output stage exists, every rate). Modules are
 discovered, so adding a unit is adding a module: ``hardware.cost`` asks ``unit_for`` which
-unit runs a kernel and ``output_stages`` which stages follow, the replay asks ``lane_of``
-where its time is drawn; nothing else names a unit.
+unit runs a kernel and ``output_stages`` which stages follow, the units ask
+``dram_channels`` for their streams' rates, the replay asks ``lane_of`` where its time is
+drawn; nothing else names a unit.
+
+A unit that needs parameters the chip-wide sections (``mac_array``, ``vector_unit``,
+``epilogue``, ``host``) do not have declares them as its own ``Section`` dataclass (the
+same ``bounded`` fields as the profile's); the profile gives them under
+``units: {<name>: {...}}``, ``hardware.profile`` checks them against that dataclass once,
+when the profile is built, and the unit reads ``section(profile, name)``. A unit whose
+section a profile omits is not fitted on that chip.
 
 Why written here: the vendors' own estimators (Vela's per-unit performance model, RKNN's
 cycle estimate) are closed or tied to one chip; these are the mechanisms they model, one
@@ -21,7 +30,7 @@ import importlib
 import pkgutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from hardware import energy as energy_model
 from hardware.kernel_cost import (
@@ -32,8 +41,8 @@ from hardware.kernel_cost import (
     operand_bytes,
     sram_port_cycles,
 )
-from hardware.memory import Tiling, overlap, transfer_cycles
-from hardware.profile import HardwareProfile
+from hardware.memory import Channels, Tiling, overlap, transfer_cycles
+from hardware.profile_schema import HardwareProfile
 from ops.work import Work
 
 
@@ -56,6 +65,7 @@ class Unit(ABC):
     name: ClassVar[str]
     lane: ClassVar[str]  # the timeline lane its time is drawn in
     host: ClassVar[bool] = False  # the fallback CPU rather than an NPU unit
+    Section: ClassVar[type | None] = None  # its own profile section's schema, if any
 
     @staticmethod
     @abstractmethod
@@ -74,6 +84,7 @@ class OutputStage(ABC):
     cost with the stage's time added, or the cost unchanged where it does not apply."""
 
     name: ClassVar[str]
+    Section: ClassVar[type | None] = None
 
     @staticmethod
     @abstractmethod
@@ -81,17 +92,60 @@ class OutputStage(ABC):
         """``cost`` with this stage's time added where it applies."""
 
 
+# the DRAM read channel a unit's input stream takes: convolution-style input fetches
+# (the array, the depthwise engine) or streamed operands (elementwise passes, copies)
+FEATURE_MAPS, STREAMS = "feature_maps", "streams"
+
+
+class DmaModel(ABC):
+    """How a chip's DMA moves a kernel's streams. Fitted on a profile that has its
+    section; without one, every stream shares the DRAM bandwidth and nothing else binds."""
+
+    name: ClassVar[str]
+    Section: ClassVar[type]
+
+    @staticmethod
+    @abstractmethod
+    def channels(profile: HardwareProfile, reads: str) -> Channels:
+        """Each stream's own rate in bytes per NPU cycle; ``reads`` names the input's
+        read channel (FEATURE_MAPS or STREAMS)."""
+
+
 UNITS: dict[str, type[Unit]] = {}
 STAGES: dict[str, type[OutputStage]] = {}
+DMA_MODELS: dict[str, type[DmaModel]] = {}
 
 
 def register(cls: type) -> type:
-    """Class decorator: a unit or an output stage, by its ``name``."""
-    table: dict = UNITS if issubclass(cls, Unit) else STAGES
-    if cls.name in table:
+    """Class decorator: a unit, an output stage or a DMA model, by its ``name`` (one
+    namespace: the name is also the key of its profile section)."""
+    table: dict = UNITS if issubclass(cls, Unit) else \
+        DMA_MODELS if issubclass(cls, DmaModel) else STAGES
+    if any(cls.name in known for known in (UNITS, STAGES, DMA_MODELS)):
         raise ValueError(f"execution unit '{cls.name}' registered twice")
     table[cls.name] = cls
     return cls
+
+
+def unit_sections() -> dict[str, type]:
+    """Every registered unit's own profile section schema, by the unit's name."""
+    found = {**UNITS, **STAGES, **DMA_MODELS}
+    return {name: cls.Section for name, cls in sorted(found.items())
+            if cls.Section is not None}
+
+
+def section(profile: HardwareProfile, name: str) -> Any:
+    """The unit's typed section on this profile, or None where the chip lacks the unit."""
+    return profile.units.get(name)
+
+
+def dram_channels(profile: HardwareProfile, reads: str) -> Channels | None:
+    """Each DRAM stream's own rate from the DMA model the profile fits, or None (the
+    streams only share the bandwidth)."""
+    fitted = [m for name, m in sorted(DMA_MODELS.items()) if name in profile.units]
+    if len(fitted) > 1:
+        raise LookupError(f"{len(fitted)} DMA models fitted: {[m.name for m in fitted]}")
+    return fitted[0].channels(profile, reads) if fitted else None
 
 
 def _discover() -> None:
@@ -123,19 +177,23 @@ def lane_of(unit: str) -> str:
 
 def streamed(work: Work, precision: str, profile: HardwareProfile, where: Operands,
              unit: str, compute: int, efficiency: float = 1.0, pipelined: bool = True,
-             moves: bool = True) -> KernelCost:
+             moves: bool = True, reads: str = STREAMS) -> KernelCost:
     """A kernel that streams each operand once (vector, copy, depthwise-engine and view
     kernels): its traffic is compulsory; the DMA time of its streams overlaps its compute
     when ``pipelined`` (a read DMA -> compute -> write DMA pipeline: NVDLA's SDP / PDP in
     memory-to-memory mode, Ethos-U's elementwise), else adds to it; every operand byte
-    crosses the SRAM port. ``moves=False``: a view, which moves and dispatches nothing."""
+    crosses the SRAM port, and each stream moves at its DMA channel's rate where the
+    profile fits a DMA model (``reads``: the input's channel). ``moves=False``: a view,
+    which moves and dispatches nothing."""
     act_w = WIDTHS[precision][0]
     sizes = operand_bytes(work, precision, where.a_in_dram, where.c_to_dram,
                           where.weight_bytes)
     dram = sizes.a + sizes.b + sizes.c if moves else 0
     sram = (work.input_elems + work.output_elems) * act_w + sizes.b if moves else 0
     streams = sum(1 for x in (sizes.a, sizes.b, sizes.c) if x)
-    memory = transfer_cycles(dram, streams, bytes_per_cycle(profile), latency_cycles(profile))
+    memory = transfer_cycles(dram, streams, bytes_per_cycle(profile), latency_cycles(profile),
+                             (sizes.a, sizes.b, sizes.c) if moves else None,
+                             dram_channels(profile, reads))
     dispatch = profile.dispatch_cycles if moves else 0
     body = overlap(compute, memory, pipelined, memory // max(streams, 1))
     if moves:
@@ -148,7 +206,5 @@ def streamed(work: Work, precision: str, profile: HardwareProfile, where: Operan
                                                  profile.energy),
         mapping_efficiency=efficiency, weight_dram_bytes=sizes.b if dram else 0,
     )
-
-
 
 _discover()

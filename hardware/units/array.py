@@ -19,9 +19,9 @@ from hardware.kernel_cost import (
     sram_port_cycles,
 )
 from hardware.memory import gemm_traffic, sram_footprint, tiled_cycles
-from hardware.profile import HardwareProfile
+from hardware.profile_schema import HardwareProfile
 from hardware.systolic import sram_accesses
-from hardware.units import Operands, Unit, register
+from hardware.units import FEATURE_MAPS, Operands, Unit, dram_channels, register
 from ops.work import ARRAY, Work
 
 
@@ -49,7 +49,8 @@ class ArrayUnit(Unit):
         traffic = gemm_traffic(gemm, tiling, sizes)
         memory, body = tiled_cycles(est.cycles, traffic, profile.dma.double_buffering,
                                     bytes_per_cycle(profile), latency_cycles(profile),
-                                    sram_port_cycles(work, precision, profile))
+                                    sram_port_cycles(work, precision, profile),
+                                    dram_channels(profile, FEATURE_MAPS))
         acc = sram_accesses(gemm, *array_shape(gemm, profile, precision), arr.dataflow)
         sram = acc.ifmap_reads * act_w + acc.filter_reads * wt_w + acc.ofmap_writes * acc_w
         footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w,

@@ -5,7 +5,7 @@ with its DMA."""
 from __future__ import annotations
 
 from hardware.kernel_cost import WIDTHS, KernelCost
-from hardware.profile import HardwareProfile
+from hardware.profile_schema import HardwareProfile
 from hardware.units import Operands, Unit, register, streamed
 from hardware.vector import copy_cycles
 from ops.work import MEMORY, Work

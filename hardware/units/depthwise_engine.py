@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from hardware.depthwise import engine_cycles, engine_efficiency, engine_rate
 from hardware.kernel_cost import KernelCost
-from hardware.profile import HardwareProfile
-from hardware.units import Operands, Unit, register, streamed
+from hardware.profile_schema import HardwareProfile
+from hardware.units import FEATURE_MAPS, Operands, Unit, register, streamed
 from ops.work import ARRAY, Work
 
 
@@ -33,4 +33,4 @@ class DepthwiseEngine(Unit):
         # reported as the array's: the plan's readers count it as array time
         return streamed(work, precision, profile, where, ARRAY, compute,
                         engine_efficiency(work.gemm, mode),
-                        pipelined=profile.dma.double_buffering)
+                        pipelined=profile.dma.double_buffering, reads=FEATURE_MAPS)

@@ -5,7 +5,7 @@ plan always has (the compilers fold most views away; the few left cost a descrip
 from __future__ import annotations
 
 from hardware.kernel_cost import KernelCost
-from hardware.profile import HardwareProfile
+from hardware.profile_schema import HardwareProfile
 from hardware.units import Operands, Unit, register, streamed
 from ops.work import FREE, Work
 

@@ -9,7 +9,7 @@ import math
 from hardware import energy as energy_model
 from hardware import host as host_model
 from hardware.kernel_cost import WIDTHS, KernelCost
-from hardware.profile import HardwareProfile
+from hardware.profile_schema import HardwareProfile
 from hardware.units import Operands, Unit, register
 from ops.work import FREE, Work
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 
 from hardware.kernel_cost import KernelCost
-from hardware.profile import HardwareProfile
+from hardware.profile_schema import HardwareProfile
 from hardware.units import OutputStage, register
 from ops.work import ARRAY, Work
 

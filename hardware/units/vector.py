@@ -6,7 +6,7 @@ run it here (``mac_array.depthwise.unit: vector``, each MAC one lane-op); its ti
 from __future__ import annotations
 
 from hardware.kernel_cost import WIDTHS, KernelCost
-from hardware.profile import HardwareProfile
+from hardware.profile_schema import HardwareProfile
 from hardware.units import Operands, Unit, register, streamed
 from hardware.vector import vector_cycles
 from ops.work import ARRAY, VECTOR, Work

@@ -8,6 +8,9 @@ Passes, in order (each a module of this package):
   weights.weight_dram_bytes  cached on chip (the profile's weight cache) or streamed, compressed
   costing.npu_cost       tiling and one cost per kernel (placement prices with the same)
   _transfers (below)     NPU <-> CPU hand-overs with their layout conversions
+
+One file of ~350 lines: the order of these passes is the compiler, and reading it in
+one place is the point; each pass's own logic lives in its module.
 """
 
 from __future__ import annotations

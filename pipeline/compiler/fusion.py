@@ -19,6 +19,10 @@ A node joins a kernel only if its input comes from the kernel and that input has
 consumer (an intermediate needed elsewhere must be written out). Every kernel keeps its
 member nodes, so placement can split it back into single-node kernels when the NPU cannot
 run the fused form.
+
+One file of ~330 lines: the fusion rules (epilogues, chains, Concat in place, LUT
+activations) decide together which node joins which kernel; split, each would need the
+others' state.
 """
 
 from __future__ import annotations

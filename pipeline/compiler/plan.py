@@ -8,6 +8,9 @@ three modules later) and every reader gets the typed ``Plan`` back from
 written ``from``, a Python keyword); ``docs/plan.md`` is generated from the field comments
 below (``python -m pipeline.compiler.plan > docs/plan.md``; a test keeps it current).
 Changing a field's meaning bumps ``PLAN_VERSION``.
+
+One file of ~350 lines: the plan's types, its one JSON round trip and its generated
+documentation must not drift apart, so they are kept together.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ NHWC tensors, as it does with the file.
 Written here rather than taken from a converter: see ``tflite_reader`` for why; the op
 table is what embedded networks use (MLPerf Tiny's four, MobileNets, U-Nets); any other op
 is one line naming it.
+
+One file of ~500 lines: one small writer per TFLite op in one table, each reading the
+same per-tensor quantization helpers; the table is the unit a reader checks against
+LiteRT's op list.
 """
 
 from __future__ import annotations

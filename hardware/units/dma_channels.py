@@ -1,0 +1,86 @@
+"""DMA channels with a bounded number of requests in flight (``units.dma_channels``).
+
+A DMA that keeps each stream on a channel of its own (the input feature map, the weights,
+the output) can have only so many bursts outstanding per channel: as many as the
+channel's read buffer holds, and no more than the memory port accepts. By Little's law
+(Little, Operations Research 9(3), 1961: throughput = requests in flight / latency) a
+channel then moves at most ``burst_bytes x in_flight / latency`` bytes per cycle,
+whatever the port's bandwidth. Against a long-latency DRAM this, not the bandwidth, sets a
+stream's pace: on an Ethos-U85-256 behind Vela's Ethos_U85_SYS_DRAM_Mid system (500-cycle
+reads, 128-byte bursts, a 2 KB weight read buffer) a weight stream gets 16 bursts in
+flight and 3.3 of the port's 12 bytes per cycle.
+
+The formula is Vela 5.2's ``EthosU85Performance::ChannelBW``
+(ethos_u85_performance.cpp): in flight = min(read buffer / burst, outstanding x 0.8), rate
+= min(bandwidth, burst x in flight / latency x 0.8), where 0.8 is its utilisation of the
+outstanding requests and of the resulting rate (``utilisation`` here); a write channel has
+no read buffer, only the port's outstanding writes and their latency. A kernel's memory
+time is then the larger of its bytes over the bandwidth and its busiest stream over its
+channel's rate (``hardware.memory.transfer_cycles``), as Vela's access cycles are.
+Latencies are in nanoseconds, so a clock change (the sustained-load governor) re-prices
+them as it does the DRAM's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from hardware.bounds import AT_LEAST_1, POSITIVE, Range, bounded
+from hardware.kernel_cost import bytes_per_cycle, latency_cycles
+from hardware.memory import Channels
+from hardware.profile_schema import HardwareProfile
+from hardware.units import FEATURE_MAPS, DmaModel, register, section
+
+
+@dataclass
+class DmaChannelsSection:
+    """The DMA's channels (Vela's vela.ini memory settings and regor's per-configuration
+    read buffers, ``channelRBs``, in bytes: 16-byte words x 16)."""
+
+    # bytes one DMA request moves (the memory's longest burst)
+    burst_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(4, 4096))
+    # requests the memory port accepts in flight, reads and writes
+    outstanding_reads: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 1024))
+    outstanding_writes: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 1024))
+    # the reads' latency is ``dram.latency_ns``; writes are acknowledged sooner
+    write_latency_ns: float = bounded(MISSING, POSITIVE, plausible=(1, 100000))
+    # read buffer of each read channel: convolution input fetches, streamed operands
+    # (elementwise passes, copies), weights
+    feature_map_buffer_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(16, 1 << 20))
+    stream_buffer_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(16, 1 << 20))
+    weight_buffer_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(16, 1 << 20))
+    # the share of outstanding requests, and of the rate they give, actually achieved
+    utilisation: float = bounded(0.8, Range(low=0, high=1, low_open=True))
+
+
+def channel_rate(burst: int, in_flight_limit: float, outstanding: int, latency: float,
+                 port: float, utilisation: float) -> float:
+    """Little's law for one channel: bytes per cycle with min(``in_flight_limit``,
+    ``outstanding`` x ``utilisation``) bursts of ``burst`` bytes in flight, each taking
+    ``latency`` cycles, never above the ``port``'s bandwidth."""
+    in_flight = min(in_flight_limit, outstanding * utilisation)
+    return min(port, burst * in_flight / max(latency, 1e-9) * utilisation)
+
+
+@register
+class DmaChannelsModel(DmaModel):
+    name = "dma_channels"
+    Section = DmaChannelsSection
+
+    @staticmethod
+    def channels(profile: HardwareProfile, reads: str) -> Channels:
+        s: DmaChannelsSection = section(profile, "dma_channels")
+        port, read_latency = bytes_per_cycle(profile), latency_cycles(profile)
+        write_latency = s.write_latency_ns * 1e-9 * profile.frequency_mhz * 1e6
+
+        def read(buffer: int) -> float:
+            return channel_rate(s.burst_bytes, buffer / s.burst_bytes, s.outstanding_reads,
+                                read_latency, port, s.utilisation)
+
+        buffer = s.feature_map_buffer_bytes if reads == FEATURE_MAPS else \
+            s.stream_buffer_bytes
+        return Channels(a=read(buffer), b=read(s.weight_buffer_bytes),
+                        c=channel_rate(s.burst_bytes, float("inf"), s.outstanding_writes,
+                                       write_latency, port, s.utilisation))

@@ -1,0 +1,113 @@
+"""The DMA-channel unit (hardware/units/dma_channels.py) and units' own profile sections."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+import pytest
+from omegaconf import MISSING
+
+from hardware.bounds import POSITIVE, bounded
+from hardware.cost import npu_kernel_cost
+from hardware.memory import Channels
+from hardware.profile import ProfileError, load_profile, profile_from_config
+from hardware.profile_file import read_profile_yaml
+from hardware.units import DMA_MODELS, DmaModel, dram_channels, register
+from ops.work import ARRAY, GemmShape, Work
+from tests.conftest import CONF, REPO
+
+U85_256 = CONF / "hardware" / "ethos_u85_256.yaml"
+
+
+def _fc(k: int, n: int) -> Work:
+    g = GemmShape(1, k, n)
+    return Work(ARRAY, macs=g.macs, input_elems=k, weight_elems=k * n, output_elems=n,
+                gemm=g)
+
+
+def test_a_weight_stream_on_the_u85_moves_at_vela_s_own_per_layer_rate():
+    """Vela 5.2.0's per-layer cycles for the CIFAR CNN's fully connected 4096 -> 128 layer
+    on ethos-u85-256 (Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB), recorded by
+    benchmarks/vela_compare.py: 160,009 cycles for 512 KiB of weights, 3.3 bytes per cycle
+    from a port of 12. npuflow's kernel, bound by its weight channel, lands within 1% of
+    it; with the channels taken away it is the port's bytes / 12, 3.3x faster."""
+    record = json.loads((REPO / "benchmarks" / "results" / "vela_compare.json").read_text())
+    cifar = next(r for r in record if r["profile"] == "ethos_u85_256"
+                 and r["name"].startswith("CIFAR"))
+    vela = next(pair["vela"]["cycles"] for pair in cifar["layers"]
+                if pair["vela"] and pair["vela"]["kind"] == "fc"
+                and pair["vela"]["macs"] == 4096 * 128)
+    profile = load_profile(U85_256)
+    work = _fc(4096, 128)
+    cost = npu_kernel_cost(work, "int8", profile, weight_bytes=4096 * 128)
+    assert abs(cost.total_cycles / vela - 1) < 0.02
+    plain = npu_kernel_cost(work, "int8", dataclasses.replace(profile, units={}),
+                            weight_bytes=4096 * 128)
+    assert 3.2 < cost.total_cycles / plain.total_cycles < 3.5
+
+
+def test_little_s_law_sets_each_channel_and_a_faster_clock_lowers_its_bytes_per_cycle():
+    """A channel moves burst x in-flight / latency: the U85-256's 2 KB weight buffer holds
+    16 bursts of 128 B, each 500 ns away, derated 0.8 (Vela's ChannelBW): 3.2768 B/ns.
+    In bytes per cycle that halves at twice the clock, as a DRAM's rate does."""
+    profile = load_profile(U85_256)
+    rates = dram_channels(profile, "feature_maps")
+    assert dataclasses.astuple(rates) == pytest.approx(
+        (128 * 16 / 500 * 0.8, 128 * 16 / 500 * 0.8, 128 * (32 * 0.8) / 250 * 0.8))
+    fast = dataclasses.replace(profile, frequency_mhz=2000)
+    assert dram_channels(fast, "feature_maps").b == pytest.approx(rates.b / 2)
+    assert dram_channels(load_profile(CONF / "hardware" / "ethos_u55_256.yaml"),
+                         "feature_maps") is None
+
+
+@pytest.mark.parametrize("edit, key", [
+    ({"dma_chanels": {}}, "hardware.units.dma_chanels"),
+    ({"dma_channels": {"burst_bytes": 0}}, "hardware.units.dma_channels.burst_bytes"),
+    ({"dma_channels": {"burst_byte": 128}}, "hardware.units.dma_channels.burst_byte"),
+    ({"dma_channels": {"utilisation": 1.5}}, "hardware.units.dma_channels.utilisation"),
+])
+def test_a_unit_section_is_checked_where_the_profile_is_built(edit, key):
+    cfg = read_profile_yaml(U85_256)
+    base = dict(cfg["units"]["dma_channels"])
+    units = {name: ({**base, **params} if name == "dma_channels" else params)
+             for name, params in edit.items()}
+    with pytest.raises(ProfileError) as err:
+        profile_from_config({**cfg, "units": units})
+    assert str(err.value).startswith(key)
+
+
+def test_a_new_unit_brings_its_section_without_editing_the_profile_schema():
+    """What a unit module does to join: a class with its ``Section``, registered. The
+    profile then takes its parameters under ``units:``, typed and range-checked, and the
+    cost model prices every kernel's streams with it; hardware/profile.py is not touched."""
+
+    @dataclass
+    class SlowPortSection:
+        bytes_per_cycle: float = bounded(MISSING, POSITIVE)
+
+    @register
+    class SlowPort(DmaModel):
+        name = "test_slow_port"
+        Section = SlowPortSection
+
+        @staticmethod
+        def channels(profile, reads):
+            rate = profile.units["test_slow_port"].bytes_per_cycle
+            return Channels(rate, rate, rate)
+
+    try:
+        cfg = {**read_profile_yaml(CONF / "hardware" / "ethos_u55_256.yaml"),
+               "units": {"test_slow_port": {"bytes_per_cycle": 0.25}}}
+        profile = profile_from_config(cfg)
+        assert profile.units["test_slow_port"] == SlowPortSection(0.25)
+        work = _fc(1024, 64)
+        slow = npu_kernel_cost(work, "int8", profile)
+        fast = npu_kernel_cost(work, "int8", dataclasses.replace(profile, units={}))
+        assert slow.memory_cycles > fast.memory_cycles
+        assert slow.memory_cycles >= 4 * 1024 * 64  # the weights at 1/4 byte per cycle
+        with pytest.raises(ProfileError, match=r"test_slow_port\.bytes_per_cycle"):
+            profile_from_config({**cfg, "units": {"test_slow_port": {"bytes_per_cycle": 0}}})
+    finally:
+        DMA_MODELS.pop("test_slow_port")
