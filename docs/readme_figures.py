@@ -201,7 +201,7 @@ EXAMPLES = [
     Example(
         "sustained",
         "python -m pipeline model=mobilenet_v2 hardware=rk3588 simulate.sustained.seconds=600 "
-        "simulate.sustained.ambient_c=45 hardware.thermal.resistance_c_per_w=60 "
+        "simulate.sustained.ambient_c=45 hardware.thermal.resistance_c_per_w=18 "
         "hardware.thermal.capacity_j_per_c=3",
         [Figure("steady state at full clock", r"it\s+would\s+settle\s+at\s+(\d+)\s+C",
                 lambda r: (_settle_c(r),)),

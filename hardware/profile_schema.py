@@ -185,6 +185,10 @@ class Host:
     gflops: float = bounded(MISSING, POSITIVE, plausible=(0.01, 1e6))
     bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.01, 10000))
     layout: Layout = Layout.NCHW
+    # power the host draws above idle while it runs the application's CPU work (pre- and
+    # post-processing, fallback kernels): heat in the package the NPU shares (sustained
+    # load); 0: the host's heat is left out
+    active_w: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 200))
 
 
 @dataclass

@@ -8,7 +8,13 @@ RKNN-Toolkit2, ZigZag, SCALE-Sim) does it at all.
 The mechanism, each part a textbook formula:
 - Power: a frame's dynamic energy scales with V^2 (CMOS switching energy C V^2, Weste &
   Harris, *CMOS VLSI Design*, 4th ed., sec. 5.1); static power with the mode's
-  ``static_scale``. At ``fps`` frames per second, P = E_dyn * (V/V0)^2 * fps + P_static.
+  ``static_scale``. The package the thermal node stands for holds more than the NPU: the
+  host cores that feed it (pre- and post-processing, fallback kernels) draw
+  ``host.active_w`` while they work, and the rest of the SoC its ``thermal.soc_w``; both
+  heat the same die. At ``fps`` frames per second, P = (E_dyn * (V/V0)^2 + E_host) * fps
+  + P_static + P_soc, with E_host = host.active_w x the host's busy seconds per frame
+  (its own clock: the NPU's governor does not change it). Back to back, frames come at
+  the pace of the slower pipeline stage, the NPU's frame or the host's work for it.
 - Frame time at clock f: the compiled plan re-costed at f (``FrameModel.time_at``): the
   same kernels, tiles and placement, their compute and dispatch cycles now at f while DRAM,
   host and link keep their rates in bytes per second, so each kernel's overlap and bound
@@ -53,6 +59,9 @@ class TripPoint:
 @dataclass
 class Thermal:
     ambient_c: float = 25.0
+    # the rest of the package's steady power while the application runs (idle CPU
+    # clusters, interconnect, memory controller): heat the NPU shares but does not cause
+    soc_w: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 100))
     resistance_c_per_w: float | None = bounded(None, POSITIVE, plausible=(0.1, 1000))
     capacity_j_per_c: float | None = bounded(None, POSITIVE)  # None: infinite mass
     hysteresis_c: float = bounded(5.0, NON_NEGATIVE)
@@ -113,9 +122,18 @@ class FrameModel:
     time_at: Callable[[float], float]  # seconds per frame at a clock in MHz
     dynamic_j: float  # switching energy per frame at nominal voltage
     static_w: float  # static power at nominal
+    host_s: float = 0.0  # the host's busy seconds per frame (its own clock)
+    host_w: float = 0.0  # the host's power while busy (its own voltage)
+    soc_w: float = 0.0  # the rest of the package, constant while the application runs
 
     def seconds(self, mhz: float) -> float:
         return self.time_at(mhz)
+
+    def period(self, mhz: float) -> float:
+        """Seconds between frames back to back: the NPU's frame or the host's work for it,
+        whichever is longer (the two run as pipeline stages, as the throughput run has
+        them)."""
+        return max(self.time_at(mhz), self.host_s)
 
 
 @dataclass(frozen=True)
@@ -171,11 +189,12 @@ def run(frame: FrameModel, mode: PowerMode, thermal: Thermal, ambient_c: float,
         if onset is None and mhz < mode.frequency_mhz and shutdown is None:
             onset = (i - 1) * dt
         frame_s = frame.seconds(mhz)
-        rate = 0.0 if shutdown is not None else (1 / frame_s if fps <= 0 else
-                                                 min(fps, 1 / frame_s))
+        capacity = 1 / frame.period(mhz)
+        rate = 0.0 if shutdown is not None else (capacity if fps <= 0 else
+                                                 min(fps, capacity))
         power = 0.0 if shutdown is not None else (
-            frame.dynamic_j * mode.voltage_scale ** 2 * rate
-            + frame.static_w * mode.static_scale)
+            (frame.dynamic_j * mode.voltage_scale ** 2 + frame.host_w * frame.host_s) * rate
+            + frame.static_w * mode.static_scale + frame.soc_w)
         running = dt
         if decay < 1.0:
             steady = steady_state_c(power, ambient_c, thermal)

@@ -85,7 +85,10 @@ def test_a_hot_box_settles_under_the_trip_point_at_the_lower_clock():
 def _sustained(tmp_path, name: str, *extra: str) -> dict:
     code, lines, _ = run_inprocess(
         "model=digits_mlp", "data=digits", "hardware=rk3588", "simulate.sustained.seconds=600",
-        "hardware.energy.static_mw=0", f"hydra.run.dir={tmp_path / name}",
+        # the NPU alone heats and paces: no static, host or SoC power, no host work
+        "hardware.energy.static_mw=0", "hardware.host.active_w=0", "hardware.thermal.soc_w=0",
+        "simulate.preprocess_ms=0", "simulate.postprocess_ms=0",
+        f"hydra.run.dir={tmp_path / name}",
         f"run.cache_dir={tmp_path / 'cache'}", *extra)
     assert code == 0, lines
     return json.loads((tmp_path / name / "metrics.json").read_text())
@@ -133,3 +136,29 @@ def test_a_throttled_frame_is_the_plan_re_costed_at_that_clock(tmp_path):
     assert code == 0, lines
     compiled = json.loads((tmp_path / "compiled_at_300" / "metrics.json").read_text())
     assert low["sustained_latency_ms"] == pytest.approx(compiled["latency_ms"], rel=1e-12)
+
+
+def test_the_host_and_the_rest_of_the_soc_heat_the_package_the_npu_shares():
+    """Hand-derived steady state: at a fixed clock (no trips) and back to back, the node
+    settles at T_amb + R x (E_npu fps + E_host fps + P_static + P_soc) (Incropera's lumped
+    RC); the host's energy per frame is paid at its own voltage, so a lower NPU mode cuts
+    only the NPU's share. With the same cooling, the NPU alone stays under the 85 C trip
+    and the package with its host and SoC does not."""
+    import dataclasses
+
+    r = 25.0
+    thermal = _thermal(r, c=0.2, trips=TRIPS)
+    fed = dataclasses.replace(FRAME, host_s=1e-3, host_w=1.5, soc_w=1.0)
+    fps = 1 / FRAME.seconds(1000)
+    no_trips = _thermal(r, c=0.2, trips=[])
+    settled = run(fed, MODE, no_trips, 25, 300, 0).samples[-1].temperature_c
+    assert settled == pytest.approx(25 + r * ((4e-3 + 1.5e-3) * fps + 0.3 + 1.0), abs=1e-6)
+    low = PowerMode(frequency_mhz=1000, voltage_scale=0.5)
+    power = run(fed, low, no_trips, 25, 1, 0).samples[-1].power_w
+    assert power == pytest.approx((4e-3 * 0.25 + 1.5e-3) * fps + 0.3 + 1.0)
+    assert run(FRAME, MODE, thermal, 25, 60, 0).throttle_onset_s is None
+    assert run(fed, MODE, thermal, 25, 60, 0).throttle_onset_s is not None
+    slow_host = dataclasses.replace(FRAME, host_s=10e-3, host_w=1.5)
+    paced = run(slow_host, MODE, no_trips, 25, 1, 0).samples[-1]
+    assert paced.fps == pytest.approx(100.0)
+    assert paced.power_w == pytest.approx((4e-3 + 1.5 * 10e-3) * 100 + 0.3)

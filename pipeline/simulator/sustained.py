@@ -32,14 +32,17 @@ def power_mode(profile: HardwareProfile, name: str | None) -> PowerMode:
 
 
 def simulate(plan: Plan, time_at: Callable[[float], float],
-             profile: HardwareProfile, cfg: Any, out_dir: Path, plots: bool
-             ) -> dict[str, Any]:
-    """``time_at``: a frame's seconds at a clock in MHz (asked once per clock)."""
+             profile: HardwareProfile, cfg: Any, out_dir: Path, plots: bool,
+             host_s: float = 0.0) -> dict[str, Any]:
+    """``time_at``: a frame's seconds at a clock in MHz (asked once per clock);
+    ``host_s``: the host's busy seconds per frame (pre- and post-processing, fallback)."""
     mode = power_mode(profile, cfg.power_mode)
     ambient = profile.thermal.ambient_c if cfg.ambient_c is None else float(cfg.ambient_c)
     dynamic_j = sum(k.cost.energy_pj for k in plan.kernels
                     if k.target == "npu") * 1e-12
-    frame = FrameModel(cache(time_at), dynamic_j, profile.energy.static_mw * 1e-3)
+    frame = FrameModel(cache(time_at), dynamic_j, profile.energy.static_mw * 1e-3,
+                       host_s=host_s, host_w=profile.host.active_w,
+                       soc_w=profile.thermal.soc_w)
     result = run(frame, mode, profile.thermal, ambient, float(cfg.seconds), float(cfg.fps))
     write_csv(out_dir / "sustained.csv", _rows(result), COLUMNS)
     if plots:

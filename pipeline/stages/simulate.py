@@ -83,8 +83,10 @@ class SimulateStage(Stage):
         if sim.plots is not False:  # None (auto): the CLI sets False for a sweep job
             plots.draw(single + dma, rows, plan, profile, metrics["latency_ms"], out_dir)
         if sim.sustained.seconds > 0:
+            host_ms = sim.preprocess_ms + sim.postprocess_ms + metrics["fallback_ms"]
             metrics.update(sustained.simulate(plan, self._time_at(inputs, cfg), profile,
-                                              sim.sustained, out_dir, sim.plots is not False))
+                                              sim.sustained, out_dir, sim.plots is not False,
+                                              host_s=host_ms * 1e-3))
         write_json(out_dir / "trace.json", chrome_trace(
             plan, {"single inference": single + dma, "throughput run": frames},
             profile.frequency_mhz, {single[i].name for i in critical},
