@@ -80,7 +80,10 @@ What the comparison shows:
   layer RKNN estimates): the NPU loads a convolution's operands, then computes. Both
   profiles say so (``dma.double_buffering: false``); with per-kernel dispatch that puts
   mobilenet_v2 and resnet50 at 0.86-1.18 on both chips, where overlapping DMA had them at
-  0.6 on the RK3566/68.
+  0.6 on the RK3566/68. The RK3576 is the other way round: its boards take 0.90-1.15x
+  RKNN's max(DDR, NPU) on mobilenet_v2, resnet50 and yolov5s_relu and only 0.60-0.79x its
+  DDR + NPU, so its DMA overlaps the compute (``dma.double_buffering: true``; those three
+  pairs are ``fit`` for it, chosen after all 19 RK3576 pairs had been seen at 1.22-1.77).
 - **What the estimate leaves out, and the two rates read off the boards.** RKNN fuses
   SiLU, Sigmoid, HardSwish and HardSigmoid into the convolution before them (ConvExSwish,
   ConvSigmoid, ConvHardSwish, ConvHardSigmoid) and costs the fused layer as the plain
