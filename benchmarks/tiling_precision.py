@@ -15,12 +15,12 @@ from _common import REPO, write_result
 from omegaconf import OmegaConf
 
 from hardware.profile import load_profile
-from hardware.timeline import schedule
 from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
 from pipeline.errors import UserError
 from pipeline.simulator.metrics import latency_metrics
 from pipeline.simulator.replay import FrameCosts, build
+from pipeline.simulator.timeline import schedule
 from pipeline.zoo import ZOO
 
 CONF = REPO / "conf"

@@ -29,7 +29,6 @@ from hardware.depthwise import engine_cycles
 from hardware.memory import OperandBytes, Tiling, gemm_traffic
 from hardware.profile import DepthwiseMode, ProfileError, load_profile, profile_from_config
 from hardware.systolic import compute_cycles
-from hardware.timeline import schedule
 from ops.load import from_onnx
 from ops.work import ARRAY, VECTOR, GemmShape, Work
 from pipeline.compiler.costing import CostContext, core_shares, npu_cost
@@ -37,6 +36,7 @@ from pipeline.compiler.driver import compile_graph
 from pipeline.compiler.plan import Plan
 from pipeline.running.runner import run_pipeline
 from pipeline.simulator.replay import FrameCosts, build
+from pipeline.simulator.timeline import schedule
 from pipeline.zoo import ZOO
 from pipeline.zoo.builder import GraphBuilder
 from tests.conftest import CONF, REPO, compose_config

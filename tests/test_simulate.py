@@ -13,7 +13,6 @@ from onnx import helper, numpy_helper
 
 from hardware.cost import bytes_per_cycle
 from hardware.profile import load_profile
-from hardware.timeline import Task, longest_path, schedule
 from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
 from pipeline.compiler.plan import Plan
@@ -21,6 +20,7 @@ from pipeline.model_source import fix_input_shapes
 from pipeline.simulator.metrics import latency_metrics
 from pipeline.simulator.replay import FrameCosts, build
 from pipeline.simulator.report import LAYER_COLUMNS
+from pipeline.simulator.timeline import Task, longest_path, schedule
 from pipeline.zoo import ZOO
 from tests.conftest import CONF, run_cli
 
@@ -142,7 +142,7 @@ def test_a_producer_consumer_queue_nearly_doubles_throughput(graphs):
 
 
 def test_scheduler_serialises_a_resource_and_reports_the_critical_path():
-    from hardware.timeline import critical_path
+    from pipeline.simulator.timeline import critical_path
 
     tasks = [Task("a", "npu", 10), Task("b", "cpu", 5), Task("c", "npu", 3, [1])]
     assert schedule(tasks) == 13 and tasks[2].start == 10

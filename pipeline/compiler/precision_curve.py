@@ -16,13 +16,13 @@ import onnx
 from omegaconf import DictConfig
 
 from hardware.profile import HardwareProfile
-from hardware.timeline import schedule
 from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
 from pipeline.compiler.plan import Plan
 from pipeline.quantization import schemes
 from pipeline.simulator.metrics import latency_metrics
 from pipeline.simulator.replay import FrameCosts, build
+from pipeline.simulator.timeline import schedule
 
 
 def frame_cost(plan: Plan, profile: HardwareProfile) -> dict:

@@ -34,9 +34,9 @@ from typing import Any
 
 from hardware.energy import static_energy_pj
 from hardware.profile import HardwareProfile
-from hardware.timeline import Task, schedule
 from pipeline.compiler.plan import Plan
 from pipeline.simulator.replay import FrameCosts, build
+from pipeline.simulator.timeline import Task, schedule
 
 CATEGORIES = ("preprocess", "graph_io", "layout_conversion", "transfer", "npu",
               "cpu_fallback", "postprocess")

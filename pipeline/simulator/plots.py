@@ -16,10 +16,10 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from hardware.profile import HardwareProfile, profile_from_config
-from hardware.timeline import Task
 from pipeline.artifacts import read_csv
 from pipeline.compiler.plan import Plan, read_plan
 from pipeline.simulator import report
+from pipeline.simulator.timeline import Task
 
 LAYER_NUMBERS = ("macs", "compute_cycles", "memory_cycles", "overhead_cycles", "total_cycles")
 

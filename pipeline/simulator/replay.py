@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from hardware.host import layout_conversion_seconds, link_seconds
 from hardware.profile import HardwareProfile
-from hardware.timeline import Task
 from hardware.units import lane_of
 from pipeline.compiler.plan import Kernel, Plan, Transfer
+from pipeline.simulator.timeline import Task
 
 KERNEL_CATEGORY = {"npu": "npu", "cpu": "cpu_fallback"}
 

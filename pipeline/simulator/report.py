@@ -12,9 +12,9 @@ from typing import Any
 
 from hardware.cost import bytes_per_cycle
 from hardware.profile import HardwareProfile
-from hardware.timeline import Task
 from pipeline.artifacts import pyplot, save_figure, write_csv
 from pipeline.compiler.plan import Plan
+from pipeline.simulator.timeline import Task
 
 LAYER_COLUMNS = ("kernel", "ops", "target", "precision", "macs", "compute_cycles",
                  "memory_cycles", "overhead_cycles", "total_cycles", "bound", "dram_bytes",

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hardware.timeline import Task
 from pipeline.compiler.plan import Kernel, Plan
+from pipeline.simulator.timeline import Task
 
 RUNS = {"single inference": 1, "throughput run": 2}
 SUSTAINED_PID = 3

@@ -11,7 +11,6 @@ from omegaconf import DictConfig
 from rich.table import Table
 
 from hardware.profile import profile_from_config
-from hardware.timeline import critical_path, schedule
 from pipeline.artifacts import read_csv, write_json, write_text
 from pipeline.compiler.plan import read_plan
 from pipeline.errors import UserError
@@ -19,6 +18,7 @@ from pipeline.reports.terminal import CONSOLE
 from pipeline.simulator import plots, report, sustained
 from pipeline.simulator.metrics import band_sentence, breakdown_ms, inference_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
+from pipeline.simulator.timeline import critical_path, schedule
 from pipeline.simulator.trace import chrome_trace
 from pipeline.stages.base import Stage, StageInputs, StageResult
 
