@@ -208,6 +208,7 @@ def fuse(graph: Graph, enabled: Mapping[str, bool],
     do not ride along an elementwise pass. ``vector_chains``: the vector unit runs a chain
     of elementwise ops as one pass (``vector_unit.chains``)."""
     cons = graph.consumers()
+    order = _Order(_depths(graph), graph.producers())
     taken: set[str] = set()
     kernels: list[Kernel] = []
 
@@ -229,7 +230,8 @@ def fuse(graph: Graph, enabled: Mapping[str, bool],
             continue
         if node.op_type in ANCHORS and enabled.get("epilogue"):
             chain, folded, act_nodes = _epilogue(node, graph, cons, enabled, taken,
-                                                 epilogue_activations | lut_activations)
+                                                 epilogue_activations | lut_activations,
+                                                 order)
             grab(chain, "epilogue")
             kernel = kernels[-1]
             kernel.folded, kernel.activation_nodes = folded, {n.name for n in act_nodes}
@@ -295,9 +297,55 @@ def _composite_activation(users: list[Node], graph: Graph, cons: Mapping[str, li
     return None
 
 
+def _depths(graph: Graph) -> dict[str, int]:
+    """Each tensor's longest path from the graph's inputs, in nodes (inputs and constants
+    0): a property of the graph, not of the order its nodes are listed in."""
+    depth: dict[str, int] = {}
+    for node in graph.nodes:  # ONNX lists nodes in a topological order
+        level = 1 + max((depth.get(t, 0) for t in node.inputs if t), default=0)
+        depth.update({t: level for t in node.outputs})
+    return depth
+
+
+@dataclass(frozen=True)
+class _Order:
+    """What residual fusion asks of the graph's structure: each tensor's depth and
+    producer."""
+
+    depth: Mapping[str, int]
+    producers: Mapping[str, Node]
+
+
+def _anchored(tensor: str, graph: Graph, cons: Mapping[str, list[Node]],
+              producers: Mapping[str, Node]) -> bool:
+    """Whether ``tensor`` ends an anchor's epilogue (a Conv/Gemm followed only by folded
+    BatchNorms, constant arithmetic or activations, each the sole user of the last)."""
+    while (node := producers.get(tensor)) is not None and len(cons.get(tensor, [])) == 1:
+        if node.op_type in ANCHORS:
+            return True
+        if not (node.op_type == "BatchNormalization" or node.op_type in ACTIVATIONS
+                or (node.op_type in ("Add", "Sub", "Mul", "Div")
+                    and _const_operand(node, graph, node.inputs[0]))):
+            return False
+        tensor = node.inputs[0]
+    return False
+
+
+def _takes_residual(add: Node, inside: str, graph: Graph, cons: Mapping[str, list[Node]],
+                    order: _Order) -> bool:
+    """Whether the branch ending in ``inside`` absorbs the residual ``add``. When both
+    operands end an anchor's epilogue, the deeper one does (the main path; the shortcut is
+    the one read in), the larger name on a tie: decided by the graph, so two listings of
+    the same network fuse alike (a re-exported file lists a block's shortcut conv first)."""
+    other = next((t for t in add.inputs if t and t != inside), inside)
+    if other == inside or not _anchored(other, graph, cons, order.producers):
+        return True
+    return (order.depth.get(inside, 0), inside) >= (order.depth.get(other, 0), other)
+
+
 def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
-              enabled: Mapping[str, bool], taken: set[str], free: frozenset[str]
-              ) -> tuple[list[Node], set[str], list[Node]]:
+              enabled: Mapping[str, bool], taken: set[str], free: frozenset[str],
+              order: _Order) -> tuple[list[Node], set[str], list[Node]]:
     """The anchor's epilogue, the names of nodes folded into its weights and bias, and the
     nodes of the activation it applies (one, or an exporter's SiLU / HardSwish)."""
     chain = [anchor]
@@ -319,7 +367,8 @@ def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
                 and _const_operand(user, graph, inside))) and not activation and not residual:
             chain.append(user)
             folded.add(user.name)
-        elif op == "Add" and enabled.get("residual") and not residual:
+        elif op == "Add" and enabled.get("residual") and not residual \
+                and _takes_residual(user, inside, graph, cons, order):
             chain.append(user)
             residual = True
         elif op in ACTIVATIONS and op in free and not activation:
