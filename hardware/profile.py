@@ -161,15 +161,7 @@ def typed_units(raw: dict[str, Any], prefix: str) -> dict[str, Any]:
         if isinstance(params, known[name]):
             typed[name] = params
             continue
-        try:
-            node = OmegaConf.merge(OmegaConf.structured(known[name]), params or {})
-            missing = sorted(OmegaConf.missing_keys(node))
-            if missing:
-                raise ProfileError(f"{prefix}.{name}.{missing[0]}", "missing required value")
-            typed[name] = OmegaConf.to_object(node)
-        except OmegaConfBaseException as exc:
-            key = getattr(exc, "full_key", None) or "?"
-            raise ProfileError(f"{prefix}.{name}.{key}", str(exc).splitlines()[0]) from exc
+        typed[name] = _typed(known[name], params or {}, f"{prefix}.{name}")
     return typed
 
 
@@ -244,17 +236,24 @@ _BUILT: dict[tuple[str, str], HardwareProfile] = {}
 _BUILT_MAX = 256  # calibration builds a profile per candidate; keep the memo bounded
 
 
-def _build_profile(cfg: DictConfig | dict, prefix: str) -> HardwareProfile:
+def _typed(schema: type, cfg: DictConfig | dict, prefix: str) -> Any:
+    """``cfg`` as an instance of the dataclass ``schema``: merged against it (unknown keys
+    and wrong types refused by OmegaConf), every required value present; a config already
+    typed as ``schema`` (Hydra composed it) is not merged again. Errors name the key."""
     try:
-        typed = isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is HardwareProfile
-        node = cfg if typed else OmegaConf.merge(OmegaConf.structured(HardwareProfile), cfg)
+        typed = isinstance(cfg, DictConfig) and OmegaConf.get_type(cfg) is schema
+        node = cfg if typed else OmegaConf.merge(OmegaConf.structured(schema), cfg)
         missing = sorted(OmegaConf.missing_keys(node))
         if missing:
             raise ProfileError(f"{prefix}.{missing[0]}", "missing required value")
-        profile = OmegaConf.to_object(node)
+        return OmegaConf.to_object(node)
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "?"
         raise ProfileError(f"{prefix}.{key}", str(exc).splitlines()[0]) from exc
+
+
+def _build_profile(cfg: DictConfig | dict, prefix: str) -> HardwareProfile:
+    profile = _typed(HardwareProfile, cfg, prefix)
     assert isinstance(profile, HardwareProfile)
     profile.ops = {k: dict(v or {}) for k, v in profile.ops.items()}
     return validate(profile, prefix)

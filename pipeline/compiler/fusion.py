@@ -307,6 +307,13 @@ def _depths(graph: Graph) -> dict[str, int]:
     return depth
 
 
+def _folds(node: Node, graph: Graph, inside: str) -> bool:
+    """Whether ``node`` folds into the weights and bias of the anchor whose output
+    ``inside`` it reads: a BatchNorm, or arithmetic with a constant."""
+    return node.op_type == "BatchNormalization" or (
+        node.op_type in ("Add", "Sub", "Mul", "Div") and _const_operand(node, graph, inside))
+
+
 @dataclass(frozen=True)
 class _Order:
     """What residual fusion asks of the graph's structure: each tensor's depth and
@@ -323,9 +330,7 @@ def _anchored(tensor: str, graph: Graph, cons: Mapping[str, list[Node]],
     while (node := producers.get(tensor)) is not None and len(cons.get(tensor, [])) == 1:
         if node.op_type in ANCHORS:
             return True
-        if not (node.op_type == "BatchNormalization" or node.op_type in ACTIVATIONS
-                or (node.op_type in ("Add", "Sub", "Mul", "Div")
-                    and _const_operand(node, graph, node.inputs[0]))):
+        if not (_folds(node, graph, node.inputs[0]) or node.op_type in ACTIVATIONS):
             return False
         tensor = node.inputs[0]
     return False
@@ -363,8 +368,7 @@ def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
         if len(users) != 1 or users[0].name in taken:
             break
         user, op = users[0], users[0].op_type
-        if (op == "BatchNormalization" or (op in ("Add", "Sub", "Mul", "Div")
-                and _const_operand(user, graph, inside))) and not activation and not residual:
+        if _folds(user, graph, inside) and not activation and not residual:
             chain.append(user)
             folded.add(user.name)
         elif op == "Add" and enabled.get("residual") and not residual \
