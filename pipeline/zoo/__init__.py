@@ -10,6 +10,7 @@ import onnx
 from pipeline.zoo.classic import inception_v1, mobilenet_v1, vgg16
 from pipeline.zoo.cnn import mobilenet_v2, resnet18, resnet50, resnet152
 from pipeline.zoo.digits import digits_mlp
+from pipeline.zoo.inception import inception_v4
 from pipeline.zoo.transformer import bert_encoder
 from pipeline.zoo.yolo import yolov5, yolov5s
 from pipeline.zoo.yolo11 import yolo11
@@ -43,6 +44,7 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "yolox_m": partial(yolox, depth=0.67, width=0.75, name="yolox_m"),
     "mobilenet_v1": mobilenet_v1,
     "inception_v1": inception_v1,
+    "inception_v4": inception_v4,
     "vgg16": vgg16,
     "bert_encoder": bert_encoder,
     "digits_mlp": digits_mlp,

@@ -83,26 +83,30 @@ class GraphBuilder:
         self,
         x: str,
         cout: int,
-        k: int,
+        k: int | tuple[int, int],
         stride: int = 1,
         pad: int | None = None,
         groups: int = 1,
         bias: bool = False,
     ) -> str:
+        """A convolution; ``k`` an int or (height, width) (Inception's 1x7 / 7x1 factors);
+        ``pad`` None: "same" for an odd kernel at stride 1, per dimension."""
         n, cin, h, w = self.shape[x]
-        pad = k // 2 if pad is None else pad
-        weight = self.const("w", self._weights((cout, cin // groups, k, k), cin // groups * k * k))
+        kh, kw = (k, k) if isinstance(k, int) else k
+        ph, pw = (kh // 2, kw // 2) if pad is None else (pad, pad)
+        weight = self.const("w", self._weights((cout, cin // groups, kh, kw),
+                                               cin // groups * kh * kw))
         inputs = [x, weight]
         if bias:
             inputs.append(self.const("b", np.zeros(cout, np.float32)))
-        out_shape = (n, cout, _conv_out(h, k, stride, pad), _conv_out(w, k, stride, pad))
+        out_shape = (n, cout, _conv_out(h, kh, stride, ph), _conv_out(w, kw, stride, pw))
         return self._node(
             "Conv",
             inputs,
             out_shape,
-            kernel_shape=[k, k],
+            kernel_shape=[kh, kw],
             strides=[stride, stride],
-            pads=[pad] * 4,
+            pads=[ph, pw, ph, pw],
             group=groups,
         )
 
@@ -133,6 +137,14 @@ class GraphBuilder:
         return self._node(
             "MaxPool", [x], shape, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4
         )
+
+    def avgpool(self, x: str, k: int, stride: int, pad: int) -> str:
+        """Average pooling over the window's real pixels (padding not counted, as TF's
+        "same" average pool and Inception's branch pools)."""
+        n, c, h, w = self.shape[x]
+        shape = (n, c, _conv_out(h, k, stride, pad), _conv_out(w, k, stride, pad))
+        return self._node("AveragePool", [x], shape, kernel_shape=[k, k],
+                          strides=[stride, stride], pads=[pad] * 4, count_include_pad=0)
 
     def global_avg_pool(self, x: str) -> str:
         n, c, _, _ = self.shape[x]
