@@ -82,20 +82,28 @@ Why the numbers differ (the same network, the same accelerator, two models of it
   and memory). The two Ethos-U85 profiles were written from Vela 5.2's configuration
   (Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB) and their Vela cycles recorded before
   npuflow ran on them; their first comparison missed (U85-256 0.54-1.08, U85-1024
-  0.56-1.57), and what fixed it is each a rule of Vela's, written after those pairs were
-  seen (they stay check pairs, marked so in RESULTS.md): in Dedicated_Sram the tensor arena
-  is in DRAM and the SRAM only stages (`sram.arena: dram`, Vela's OPTIONS.md), and the
-  U85's MAC engine takes the output microblock that fits the layer (regor's 2x4x16 beside
-  2x2x32 on 1024 MACs: `mac_array.shapes`), and each DMA channel moves at most the bursts
-  its read buffer holds over the DRAM's latency (Little's law; regor's `ChannelBW` in
-  ethos_u85_performance.cpp with its per-configuration read buffers: on the U85-256 a
-  weight or feature-map stream gets 3.3 of the port's 12 bytes per cycle, an elementwise
-  operand 2.7, a write 10.5; `units.dma_channels`, hardware/units/dma_channels.py). That
-  last rule was written at 0.59-2.00, after the pairs were seen, from Vela's source, when
-  the CIFAR CNN's 4096 -> 128 fully connected layer took Vela 160,009 cycles for 512 KiB
-  of weights (3.3 bytes per cycle). What is still Vela's alone on the U85: its per-block
-  command-issue limit (a feature map deeper than 16 bytes per pixel written in 16-byte
-  bursts, `EstimateMemoryTransfer`) and its cascading of feature maps through the SRAM.
+  0.56-1.57), and what changed since is each a rule of Vela's, read in its C++ back end
+  (regor) after those pairs were seen (they stay check pairs, marked so in RESULTS.md):
+  the U85's MAC engine takes the output microblock that fits the layer (regor's 2x4x16
+  beside 2x2x32 on 1024 MACs: `mac_array.shapes`); each DMA channel moves at most the
+  bursts its read buffer holds over the DRAM's latency (Little's law; regor's `ChannelBW`
+  with its per-configuration read buffers: on the U85-256 a weight or feature-map stream
+  gets 3.3 of the port's 12 bytes per cycle: `units.dma_channels`), and a layer's 10-byte
+  per-channel scale words come through a channel only two bursts deep (0.41 bytes per
+  cycle: ~24 cycles per output channel, which sets most of a small network's layers);
+  in Dedicated_Sram the arena is in DRAM but the scheduler stages every intermediate
+  feature map that fits in the SRAM (`FastStorageAllocator`: `sram.arena: budget`; Vela
+  writes no feature map to DRAM on ResNet-8); an elementwise op is chained onto the
+  convolution that produces its input (`EthosU85OpGroup::Chain`: ResNet-8's residual Adds
+  take 0 cycles: `epilogue.residual_add`); regor's per-operator estimate has no fixed
+  per-operator term (`dispatch_cycles: 0`). And on every Ethos-U configuration, a
+  Concat input that something else also reads (a U-Net's skip connection) is copied into
+  its slice; only an input computed for the Concat alone is written in place (regor's
+  `RewriteConcat`; the U55's per-layer report charges the same copies). What is still
+  Vela's alone on the U85: its block search, which sets how often a layer re-reads its
+  scale words (once per output block in the plane) and its input (with the halo, and a
+  3-channel input in 32- or 64-byte bursts: the stem of a 96x96 MobileNet reads 10.5x its
+  27 KB), its per-microblock pooling time, and its cascading of feature maps.
 - **The TFLite file and the float ONNX.** The TFLite column compiles the very file Vela
   compiles. The ONNX column is the float twin quantized by npuflow; tf2onnx's first
   Transpose (NHWC -> NCHW) is the application's layout (`ops/io_layout.py`), not a kernel;

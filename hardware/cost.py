@@ -80,7 +80,7 @@ def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
                   latency_cycles(profile), est.cycles, objective,
                   profile.energy.dram_pj_per_byte,
                   floor_cycles=sram_port_cycles(work, precision, profile),
-                  channels=dram_channels(profile, FEATURE_MAPS))
+                  channels=dram_channels(profile, FEATURE_MAPS, work))
 
 
 def npu_kernel_cost(work: Work, precision: str, profile: HardwareProfile,

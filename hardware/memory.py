@@ -80,11 +80,14 @@ class Traffic:
 @dataclass(frozen=True)
 class Channels:
     """Bytes per cycle each operand stream gets on its own DMA channel: the input read
-    (``a``), the weight read (``b``) and the output write (``c``)."""
+    (``a``), the weight read (``b``) and the output write (``c``); ``fixed``: the cycles of
+    one kernel's stream that no tiling changes (its per-output-channel scale and bias
+    words, read once on a channel of their own)."""
 
     a: float
     b: float
     c: float
+    fixed: float = 0.0
 
 
 def exposed_latencies(traffic: Traffic, double_buffering: bool) -> int:
@@ -160,7 +163,7 @@ def transfer_cycles(nbytes: Any, bursts: Any, bytes_per_cycle: float,
     if channels is not None and parts is not None:
         a, b, c = parts
         moving = np.maximum(moving, np.maximum(np.maximum(a / channels.a, b / channels.b),
-                                               c / channels.c))
+                                               np.maximum(c / channels.c, channels.fixed)))
     return _whole_cycles(moving + bursts * latency_cycles)
 
 

@@ -154,13 +154,14 @@ class VectorUnit:
 class Sram:
     size_kb: float = bounded(MISSING, POSITIVE, plausible=(1, 1 << 20))
     bandwidth_bytes_per_cycle: float = bounded(MISSING, POSITIVE, plausible=(1, 65536))
-    # where the tensor arena (every feature map) lives. budget: feature maps get
-    # compile.memory.sram_fraction of size_kb and the rest spill to DRAM. sram: the SRAM
-    # holds the whole arena, however large (Vela's Sram_Only and Shared_Sram modes: the arena
+    # where the tensor arena (every feature map) lives. budget: intermediate feature maps
+    # get compile.memory.sram_fraction of size_kb, the rest and the network's input and
+    # output are in DRAM (Vela's Dedicated_Sram mode: the arena is in DRAM and regor's
+    # FastStorageAllocator stages the maps that fit in the SRAM). sram: the SRAM holds
+    # the whole arena, however large (Vela's Sram_Only and Shared_Sram modes: the arena
     # is sized to what the network needs; nothing spills, the flash the weights come from
     # being read-only). dram: the arena is in DRAM and the SRAM only stages tiles and
-    # weights (Vela's Dedicated_Sram mode: "the SRAM is used for the cache_mem_area",
-    # Vela 5.2 OPTIONS.md)
+    # weights (RKNN-Toolkit2's estimate charges every layer's maps to DDR)
     arena: ArenaHome = "budget"
 
 

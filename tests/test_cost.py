@@ -117,12 +117,13 @@ gemms = st.builds(GemmShape, st.integers(1, 4096), st.integers(1, 2048), st.inte
 
 
 channel_sections = st.one_of(st.none(), st.builds(
-    lambda burst, reads, writes, wlat, fm, w: DmaChannelsSection(
+    lambda burst, reads, writes, wlat, fm, w, scale: DmaChannelsSection(
         burst_bytes=burst, outstanding_reads=reads, outstanding_writes=writes,
         write_latency_ns=wlat, feature_map_buffer_bytes=fm, stream_buffer_bytes=fm,
-        weight_buffer_bytes=w),
+        weight_buffer_bytes=w, scale_buffer_bytes=scale, scale_bytes_per_channel=10),
     st.sampled_from([16, 64, 128]), st.integers(1, 64), st.integers(1, 64),
-    st.floats(1, 1000), st.sampled_from([256, 2048, 8192]), st.sampled_from([256, 2048])))
+    st.floats(1, 1000), st.sampled_from([256, 2048, 8192]), st.sampled_from([256, 2048]),
+    st.sampled_from([256, 4096])))
 
 
 def _work(g: GemmShape) -> Work:

@@ -111,13 +111,43 @@ def _concat_net() -> object:
                  [1, 8, 16, 16], "y", [w, w2])
 
 
+def _skip_concat_net() -> object:
+    """A U-Net joint: ``a`` is concatenated and also pooled (a skip connection); ``b`` is
+    computed for the Concat alone."""
+    w = numpy_helper.from_array(np.ones((8, 8, 1, 1), np.float32), "w")
+    w2 = numpy_helper.from_array(np.ones((8, 16, 1, 1), np.float32), "w2")
+    return _int8([helper.make_node("Conv", ["x", "w"], ["a"], name="a"),
+                  helper.make_node("MaxPool", ["a"], ["p"], name="pool", kernel_shape=[2, 2],
+                                   strides=[2, 2]),
+                  helper.make_node("Conv", ["x", "w"], ["b"], name="b"),
+                  helper.make_node("Concat", ["a", "b"], ["c"], name="cat", axis=1),
+                  helper.make_node("Conv", ["c", "w2"], ["y"], name="after")],
+                 [1, 8, 16, 16], "y", [w, w2])
+
+
+def _concat_kernel(net: object, profile: object) -> dict:
+    return next(k for k in _plan(net, profile)["kernels"] if k["op_types"] == ["Concat"])
+
+
 def test_concatenation_in_place_costs_nothing_where_the_profile_says():
-    by_profile = {}
-    for name in ("ethos_u55_256", "rk3588"):
-        kernels = _plan(_concat_net(), _profile(name))["kernels"]
-        by_profile[name] = next(k for k in kernels if k["op_types"] == ["Concat"])
-    assert by_profile["ethos_u55_256"]["cost"]["total_cycles"] == 0
-    assert by_profile["rk3588"]["cost"]["total_cycles"] > 0
+    u55, rk = _profile("ethos_u55_256"), _profile("rk3588")
+    assert _concat_kernel(_concat_net(), u55)["cost"]["total_cycles"] == 0
+    assert _concat_kernel(_concat_net(), rk)["cost"]["total_cycles"] > 0
+
+
+def test_an_input_something_else_reads_is_copied_into_the_concatenation():
+    """Only an input computed for the Concat alone is written in place (regor's
+    RewriteConcat keeps a MemoryCopy for the rest): the skip connection's 2,048 elements
+    are copied, the other input's are not; with both copied (no in-place writes) the
+    Concat moves twice as much."""
+    u55 = _profile("ethos_u55_256")
+    skip = _concat_kernel(_skip_concat_net(), u55)
+    assert skip["cost"]["total_cycles"] > 0
+    copied = dataclasses.replace(u55, concat_in_place=False)
+    both = _concat_kernel(_skip_concat_net(), copied)
+    assert skip["cost"]["sram_bytes"] == 2 * 2048  # read and written once, int8
+    assert both["cost"]["sram_bytes"] == 2 * skip["cost"]["sram_bytes"]
+    assert both["cost"]["compute_cycles"] == 2 * skip["cost"]["compute_cycles"]
 
 
 def _two_convs(side: int) -> object:
@@ -130,19 +160,20 @@ def _two_convs(side: int) -> object:
 
 def test_the_arena_lives_where_the_memory_mode_puts_it():
     """Vela's Shared_Sram (ethos_u55_256): the arena is all in SRAM, a 512 KB feature map
-    included. Dedicated_Sram (ethos_u85_256) and RKNN (rk3588: its estimate charges every
-    layer's maps to DDR): the arena is in DRAM, a 2 KB map included, the SRAM only staging.
-    A budget (rk3576): maps in the SRAM budget, large ones spill."""
+    included. RKNN (rk3588: its estimate charges every layer's maps to DDR): the arena is
+    in DRAM, a 2 KB map included, the SRAM only staging. A budget (rk3576, and Vela's
+    Dedicated_Sram on ethos_u85_256, whose scheduler stages the maps that fit): maps in
+    the SRAM budget, large ones spill."""
     big, small = _two_convs(128), _two_convs(8)
     shared = _plan(big, _profile("ethos_u55_256"))["memory"]
     assert not shared["spilled_to_dram"] and shared["sram_arena_peak_bytes"] >= 512 * 1024
-    for name in ("ethos_u85_256", "rk3588"):
-        dedicated = _plan(small, _profile(name))["memory"]
-        assert dedicated["sram_arena_peak_bytes"] == 0 and dedicated["dram_arena_peak_bytes"] > 0
-    budget_small = _plan(small, _profile("rk3576"))["memory"]
-    budget_big = _plan(_two_convs(256), _profile("rk3576"))["memory"]  # 2 MB maps
-    assert budget_small["sram_arena_peak_bytes"] > 0 and not budget_small["spilled_to_dram"]
-    assert budget_big["spilled_to_dram"]
+    in_dram = _plan(small, _profile("rk3588"))["memory"]
+    assert in_dram["sram_arena_peak_bytes"] == 0 and in_dram["dram_arena_peak_bytes"] > 0
+    for name in ("ethos_u85_256", "rk3576"):
+        budget_small = _plan(small, _profile(name))["memory"]
+        budget_big = _plan(_two_convs(256), _profile(name))["memory"]  # 2 MB maps
+        assert budget_small["sram_arena_peak_bytes"] > 0 and not budget_small["spilled_to_dram"]
+        assert budget_big["spilled_to_dram"]
 
 
 def test_the_rk3576_profile_reproduces_rknn_s_estimate_of_its_probes():

@@ -50,7 +50,7 @@ class ArrayUnit(Unit):
         memory, body = tiled_cycles(est.cycles, traffic, profile.dma.double_buffering,
                                     bytes_per_cycle(profile), latency_cycles(profile),
                                     sram_port_cycles(work, precision, profile),
-                                    dram_channels(profile, FEATURE_MAPS))
+                                    dram_channels(profile, FEATURE_MAPS, work))
         acc = sram_accesses(gemm, *array_shape(gemm, profile, precision), arr.dataflow)
         sram = acc.ifmap_reads * act_w + acc.filter_reads * wt_w + acc.ofmap_writes * acc_w
         footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w,

@@ -17,6 +17,16 @@ outstanding requests and of the resulting rate (``utilisation`` here); a write c
 no read buffer, only the port's outstanding writes and their latency. A kernel's memory
 time is then the larger of its bytes over the bandwidth and its busiest stream over its
 channel's rate (``hardware.memory.transfer_cycles``), as Vela's access cycles are.
+
+A convolution's or fully connected layer's per-output-channel parameters (bias, scale,
+shift: regor's ``EncodeScales``, ``SCALE_ELEMENT_SIZE`` 10 bytes per channel) come on a
+channel of their own whose read buffer holds 16 words (``channelRBs``' last entry on every
+Ethos-U85 configuration): two 128-byte bursts in flight, 0.41 bytes per cycle against the
+500-cycle DRAM. A layer with C output channels therefore takes at least 10 C / 0.41
+cycles, ~24 per channel, whatever its size (regor's ``MeasureAccessCycles``, the Scales
+group); on a small network this, not the MACs, sets many layers' time. Vela re-reads
+them once per output block in the plane (``weightsRefetch``), which depends on its block
+search; npuflow counts them once, a lower bound.
 Latencies are in nanoseconds, so a clock change (the sustained-load governor) re-prices
 them as it does the DRAM's.
 """
@@ -32,6 +42,7 @@ from hardware.kernel_cost import bytes_per_cycle, latency_cycles
 from hardware.memory import Channels
 from hardware.profile_schema import HardwareProfile
 from hardware.units import FEATURE_MAPS, DmaModel, register, section
+from ops.work import Work
 
 
 @dataclass
@@ -51,6 +62,10 @@ class DmaChannelsSection:
     feature_map_buffer_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(16, 1 << 20))
     stream_buffer_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(16, 1 << 20))
     weight_buffer_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(16, 1 << 20))
+    # the per-output-channel parameters' channel: its read buffer and the bytes each
+    # output channel's bias, scale and shift take
+    scale_buffer_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(16, 1 << 20))
+    scale_bytes_per_channel: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 64))
     # the share of outstanding requests, and of the rate they give, actually achieved
     utilisation: float = bounded(0.8, Range(low=0, high=1, low_open=True))
 
@@ -70,7 +85,7 @@ class DmaChannelsModel(DmaModel):
     Section = DmaChannelsSection
 
     @staticmethod
-    def channels(profile: HardwareProfile, reads: str) -> Channels:
+    def channels(profile: HardwareProfile, reads: str, work: Work) -> Channels:
         s: DmaChannelsSection = section(profile, "dma_channels")
         port, read_latency = bytes_per_cycle(profile), latency_cycles(profile)
         write_latency = s.write_latency_ns * 1e-9 * profile.frequency_mhz * 1e6
@@ -83,4 +98,15 @@ class DmaChannelsModel(DmaModel):
             s.stream_buffer_bytes
         return Channels(a=read(buffer), b=read(s.weight_buffer_bytes),
                         c=channel_rate(s.burst_bytes, float("inf"), s.outstanding_writes,
-                                       write_latency, port, s.utilisation))
+                                       write_latency, port, s.utilisation),
+                        fixed=output_channels(work) * s.scale_bytes_per_channel
+                        / read(s.scale_buffer_bytes))
+
+
+def output_channels(work: Work) -> int:
+    """Output channels whose bias and scale a kernel reads: those of a layer with weights
+    (convolution, depthwise, fully connected); 0 for anything else (elementwise passes,
+    pooling, a product of two activations carry theirs in registers)."""
+    if work.gemm is None or not work.weight_elems:
+        return 0
+    return work.gemm.n * work.gemm.groups

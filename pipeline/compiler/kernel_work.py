@@ -160,9 +160,22 @@ def mean_on_engine(work: Work, kernel: Kernel, graph: Graph, on_engine: bool) ->
                 weight_elems=work.weight_elems, output_elems=work.output_elems, gemm=gemm)
 
 
-def concat_in_place(work: Work, kernel: Kernel, in_place: bool) -> Work:
+def concat_in_place(work: Work, kernel: Kernel, graph: Graph, in_place: bool) -> Work:
     """A Concat whose inputs are written into their slices of its output (the profile's
-    ``concat_in_place``, Vela's): no kernel of its own runs, nothing is copied."""
-    if not in_place or kernel.anchor.op_type != "Concat" or len(kernel.nodes) != 1:
+    ``concat_in_place``, Vela's). Only an input computed for the Concat alone can be: its
+    producer writes straight into the slice. An input something else also reads (a U-Net's
+    skip connection, which the encoder pools), a graph input or a constant is copied into
+    its slice (Vela 5.2 regor ``GraphIrOptimiser::RewriteConcat``: one MemoryCopy per
+    input, the copy dropped where the producer writes in place; Vela's Python back end
+    likewise: the U55's per-layer report charges the skip input's copy). With nothing to
+    copy no kernel runs."""
+    node = kernel.anchor
+    if not in_place or node.op_type != "Concat" or len(kernel.nodes) != 1:
         return work
-    return replace(work, unit=FREE, vector_ops=0)
+    producers, consumers = graph.producers(), graph.consumers()
+    copied = sum(graph.tensors[name].size for name in node.inputs
+                 if name and (name not in producers or name in graph.outputs
+                              or len(consumers.get(name, [])) > 1))
+    if not copied:
+        return replace(work, unit=FREE, vector_ops=0)
+    return replace(work, input_elems=copied, output_elems=copied, weight_elems=0)

@@ -132,7 +132,7 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
     work = aligned(work, kernel, graph, profile.channel_alignment,
                    profile.mac_array.tap_channels, lowering)
     work = mean_on_engine(work, kernel, graph, profile.mac_array.depthwise.spatial_means)
-    work = concat_in_place(work, kernel, profile.concat_in_place)
+    work = concat_in_place(work, kernel, graph, profile.concat_in_place)
     d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split,
                  depthwise=depthwise_kernel(kernel, graph, work))
     d.target = NPU if d.npu_ok else CPU
