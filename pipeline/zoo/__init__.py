@@ -17,6 +17,7 @@ from pipeline.zoo.yolo11 import yolo11
 from pipeline.zoo.yolov6 import yolov6
 from pipeline.zoo.yolov7 import yolov7_tiny
 from pipeline.zoo.yolov8 import yolov8
+from pipeline.zoo.yolov10 import yolov10
 from pipeline.zoo.yolox import yolox
 
 ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
@@ -33,6 +34,8 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "yolov8s": partial(yolov8, depth_multiple=0.33, width_multiple=0.50, name="yolov8s"),
     "yolov8m": partial(yolov8, depth_multiple=0.67, width_multiple=0.75, max_channels=768,
                        name="yolov8m"),
+    "yolov10n": yolov10,
+    "yolov10s": partial(yolov10, width_multiple=0.50, cib_backbone=True, name="yolov10s"),
     "yolo11n": yolo11,
     "yolo11s": partial(yolo11, width_multiple=0.50, name="yolo11s"),
     "yolo11m": partial(yolo11, width_multiple=1.00, max_channels=512, c3k=True,
