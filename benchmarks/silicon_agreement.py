@@ -78,7 +78,8 @@ def where_time_goes(run_dir: Path) -> str:
 def measure(pair: dict, run_dir: Path) -> dict:
     metrics = run_npuflow(run_dir, *overrides(pair))
     if "cycles" in pair:
-        ours, ref, unit = metrics["cycles_total"], pair["cycles"], "cycles"
+        # a compiler's estimate counts its command stream, not the application's hand-over
+        ours, ref, unit = metrics["cycles_excluding_io"], pair["cycles"], "cycles"
     else:
         ours, ref, unit = metrics["latency_ms"], pair["latency_ms"], "ms"
     return {**pair, "unit": unit, "reference": ref, "npuflow": ours, "ratio": ours / ref,

@@ -67,6 +67,9 @@ TARGETS = [  # (npuflow profile, Vela accelerator config, vela.ini system config
 VELA_KIND = {"Conv2D": "conv", "DepthwiseConv2D": "conv", "FullyConnected": "fc",
              "Add": "add", "AvgPool": "pool", "MaxPool": "pool", "Softmax": "softmax",
              "Mean": "pool"}
+# Vela's cycles are its command stream's, the input already in the arena: npuflow's without
+# the application's hand-over of the graph's inputs and outputs (graph_io)
+CYCLES = "cycles_excluding_io"
 OURS_KIND = {"Conv": "conv", "Gemm": "fc", "MatMul": "fc", "Add": "add",
              "AveragePool": "pool", "MaxPool": "pool", "GlobalAveragePool": "pool",
              "Softmax": "softmax"}
@@ -88,9 +91,12 @@ Why the numbers differ (the same network, the same accelerator, two models of it
   beside 2x2x32 on 1024 MACs: `mac_array.shapes`); each DMA channel moves at most the
   bursts its read buffer holds over the DRAM's latency (Little's law; regor's `ChannelBW`
   with its per-configuration read buffers: on the U85-256 a weight or feature-map stream
-  gets 3.3 of the port's 12 bytes per cycle: `units.dma_channels`), and a layer's 10-byte
-  per-channel scale words come through a channel only two bursts deep (0.41 bytes per
-  cycle: ~24 cycles per output channel, which sets most of a small network's layers);
+  gets 3.3 of the port's 12 bytes per cycle: `units.dma_channels`; the SRAM's own
+  streams 20.5 of its 32), and a layer's 10-byte per-channel scale words come through a
+  channel only two bursts deep (0.41 bytes per cycle: ~24 cycles per output channel),
+  re-read for every output block the accumulator RAM holds (regor's block search,
+  `hardware/output_blocks.py`: 55 blocks where Vela's cycles imply 60 on MobileNetV2's
+  48x48 expansion), which sets most of a small network's layers;
   in Dedicated_Sram the arena is in DRAM but the scheduler stages every intermediate
   feature map that fits in the SRAM (`FastStorageAllocator`: `sram.arena: budget`; Vela
   writes no feature map to DRAM on ResNet-8); an elementwise op is chained onto the
@@ -99,11 +105,16 @@ Why the numbers differ (the same network, the same accelerator, two models of it
   per-operator term (`dispatch_cycles: 0`). And on every Ethos-U configuration, a
   Concat input that something else also reads (a U-Net's skip connection) is copied into
   its slice; only an input computed for the Concat alone is written in place (regor's
-  `RewriteConcat`; the U55's per-layer report charges the same copies). What is still
-  Vela's alone on the U85: its block search, which sets how often a layer re-reads its
-  scale words (once per output block in the plane) and its input (with the halo, and a
-  3-channel input in 32- or 64-byte bursts: the stem of a 96x96 MobileNet reads 10.5x its
-  27 KB), its per-microblock pooling time, and its cascading of feature maps.
+  `RewriteConcat`; the U55's per-layer report charges the same copies). npuflow's side
+  of every row is `cycles_excluding_io`: Vela's cycles are its command stream's, the
+  input already in the arena, so the application's hand-over of the graph's input and
+  output (`graph_io`, 2 x 5 us on the Ethos-U profiles: 10,000 cycles at the U85's 1
+  GHz, a fifth of ad01) is left out. What is still Vela's alone on the U85: its 2-D
+  block shapes and the input each block re-reads (with the halo, and a 3-channel input
+  in 32- or 64-byte bursts: the stem of a 96x96 MobileNet reads 10.5x its 27 KB from
+  DRAM), its per-block MAC and output-stage cycles (ResNet-8's 3x3 layers take it 47-58%
+  of the U85-1024's MACs, npuflow 65%), its per-microblock pooling time, its resize and
+  copy kernels (the U-Net), and its cascading of feature maps.
 - **The TFLite file and the float ONNX.** The TFLite column compiles the very file Vela
   compiles. The ONNX column is the float twin quantized by npuflow; tf2onnx's first
   Transpose (NHWC -> NCHW) is the application's layout (`ops/io_layout.py`), not a kernel;
@@ -257,11 +268,11 @@ def compare(name: str, int8: str, onnx_file: str, target: tuple[str, str, str, s
             "vela_npu_cycles": int(float(summary["cycles_npu"])),
             "vela_flash_cycles": int(max(float(summary.get(key) or 0) for key in (
                 "cycles_off_chip_flash_access", "cycles_dram_access"))),
-            "npuflow_cycles": metrics["cycles_total"], "npuflow_cpu_ops": metrics["cpu_ops"],
-            "npuflow_per_tensor_cycles": per_tensor["cycles_total"],
+            "npuflow_cycles": metrics[CYCLES], "npuflow_cpu_ops": metrics["cpu_ops"],
+            "npuflow_per_tensor_cycles": per_tensor[CYCLES],
             "npuflow_per_tensor_weight_dram_bytes": per_tensor["weights_dram_bytes"],
             "npuflow_weight_dram_bytes": metrics["weights_dram_bytes"],
-            "npuflow_tflite_cycles": shipped["cycles_total"],
+            "npuflow_tflite_cycles": shipped[CYCLES],
             "npuflow_tflite_weight_dram_bytes": shipped["weights_dram_bytes"],
             "npuflow_tflite_cpu_ops": shipped["cpu_ops"],
             "layers": [{"vela": v, "npuflow": o} for v, o in pairs]}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from hardware.memory import OperandBytes, Tiling
+from hardware.memory import Channels, OperandBytes, Tiling
 from hardware.profile_schema import HardwareProfile
 from hardware.systolic import ComputeEstimate, compute_cycles
 from ops.work import GemmShape, Work
@@ -60,11 +60,19 @@ def default_tiling(gemm: GemmShape) -> Tiling:
     return Tiling(gemm.m, gemm.n, gemm.k, "mnk")
 
 
-def sram_port_cycles(work: Work, precision: str, profile: HardwareProfile) -> int:
-    """Every external operand byte (input, weights, output) crosses the SRAM port once."""
+def sram_port_cycles(work: Work, precision: str, profile: HardwareProfile,
+                     channels: Channels | None = None) -> int:
+    """Every external operand byte (input, weights, output) crosses the SRAM port once;
+    with ``channels``, each stream also at most at its SRAM channel's rate (the input and
+    the weights each a read stream, the output a write stream)."""
     act_w, wt_w, _ = WIDTHS[precision]
-    nbytes = (work.input_elems + work.output_elems) * act_w + work.weight_elems * wt_w
-    return math.ceil(nbytes / profile.sram.bandwidth_bytes_per_cycle)
+    reads, weights = work.input_elems * act_w, work.weight_elems * wt_w
+    writes = work.output_elems * act_w
+    cycles = (reads + weights + writes) / profile.sram.bandwidth_bytes_per_cycle
+    if channels is not None:
+        cycles = max(cycles, max(reads, weights) / channels.sram_read,
+                     writes / channels.sram_write)
+    return math.ceil(cycles)
 
 
 def operand_bytes(work: Work, precision: str, a_in_dram: bool, c_to_dram: bool,

@@ -120,7 +120,9 @@ channel_sections = st.one_of(st.none(), st.builds(
     lambda burst, reads, writes, wlat, fm, w, scale: DmaChannelsSection(
         burst_bytes=burst, outstanding_reads=reads, outstanding_writes=writes,
         write_latency_ns=wlat, feature_map_buffer_bytes=fm, stream_buffer_bytes=fm,
-        weight_buffer_bytes=w, scale_buffer_bytes=scale, scale_bytes_per_channel=10),
+        weight_buffer_bytes=w, scale_buffer_bytes=scale, scale_bytes_per_channel=10,
+        sram_burst_bytes=64, sram_outstanding_reads=reads, sram_outstanding_writes=writes,
+        sram_latency_ns=32, accumulator_bytes=16384),
     st.sampled_from([16, 64, 128]), st.integers(1, 64), st.integers(1, 64),
     st.floats(1, 1000), st.sampled_from([256, 2048, 8192]), st.sampled_from([256, 2048]),
     st.sampled_from([256, 4096])))

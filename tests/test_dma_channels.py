@@ -56,9 +56,10 @@ def test_little_s_law_sets_each_channel_and_a_faster_clock_lowers_its_bytes_per_
     work = _fc(64, 128)
     rates = dram_channels(profile, "feature_maps", work)
     scale_rate = 128 * 2 / 500 * 0.8  # the 16-word (256 B) scale buffer: 2 bursts
+    sram = 64 * (16 * 0.8) / 32 * 0.8  # 64 B bursts, 8 x 2 ports in flight, 32 cycles
     assert dataclasses.astuple(rates) == pytest.approx(
         (128 * 16 / 500 * 0.8, 128 * 16 / 500 * 0.8, 128 * (32 * 0.8) / 250 * 0.8,
-         128 * 10 / scale_rate))
+         128 * 10 / scale_rate, sram, sram))
     fast = dataclasses.replace(profile, frequency_mhz=2000)
     assert dram_channels(fast, "feature_maps", work).b == pytest.approx(rates.b / 2)
     assert dram_channels(load_profile(CONF / "hardware" / "ethos_u55_256.yaml"),

@@ -262,3 +262,22 @@ def test_roofline_points_sit_under_their_own_units_roofs(graphs, profile_name):
                 assert p.intensity >= ridge, (name, p)
     # nvdla_full runs depthwise on its vector unit: held to the lanes, not the array
     assert units == ({"array", "vector"} if profile_name == "nvdla_full" else {"array"})
+
+
+def test_a_compiler_estimate_s_cycles_leave_out_the_graph_s_hand_over(graphs):
+    """``cycles_excluding_io`` is the makespan without the application's hand-over of the
+    graph's input and output (what Vela's cycles count): on an all-NPU chain, whose
+    hand-over is serial, exactly the makespan less graph_io; on the Edge TPU's BERT layer,
+    whose CPU fallback overlaps nothing of it, never more than the makespan."""
+    from pipeline.simulator.metrics import inference_metrics
+
+    rk = _profile("rk3588")
+    plan = Plan.from_json(compile_graph(graphs["mobilenet_v2"], rk, COMPILE, "int8"))
+    _, span, metrics = inference_metrics(plan, rk)
+    io_cycles = round(metrics["graph_io_ms"] * rk.frequency_mhz * 1e3)
+    assert io_cycles > 0 and metrics["cycles_excluding_io"] == span - io_cycles
+    tpu = _profile("edge_tpu")
+    mixed = Plan.from_json(compile_graph(graphs["bert_encoder"], tpu, COMPILE, "int8"))
+    tasks, span, metrics = inference_metrics(mixed, tpu)
+    assert metrics["cycles_excluding_io"] < span == metrics["cycles_total"]
+    assert all(t.end <= span for t in tasks)  # the run's own schedule is untouched

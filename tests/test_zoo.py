@@ -96,10 +96,11 @@ def test_bn_running_stats_are_not_parameters():
     assert count_parameters(helper.make_model(graph)) == 8
 
 
-@pytest.mark.parametrize("name", ["yolov8n", "yolo11n"])
+@pytest.mark.parametrize("name", ["yolov8n", "yolo11n", "yolov10n"])
 def test_yolo_heads_are_cut_as_rknn_model_zoo_exports_them(name, tmp_path):
     """Per scale: box (1, 64, H, W) before DFL, class scores after Sigmoid (1, 80, H, W) and
-    their clipped channel sum (1, 1, H, W); YOLO11 adds attention and depthwise convs."""
+    their clipped channel sum (1, 1, H, W); YOLO11 and YOLOv10 add attention and depthwise
+    convs, YOLOv10 a 7x7 depthwise kernel (its compact inverted blocks)."""
     model = onnx.shape_inference.infer_shapes(_build(name, tmp_path))
     shapes = [tuple(d.dim_value for d in o.type.tensor_type.shape.dim)
               for o in model.graph.output]
@@ -109,7 +110,20 @@ def test_yolo_heads_are_cut_as_rknn_model_zoo_exports_them(name, tmp_path):
     depthwise = any(n.op_type == "Conv" and any(a.name == "group" and a.i > 1
                                                 for a in n.attribute)
                     for n in model.graph.node)
-    assert attention == depthwise == (name == "yolo11n")
+    assert attention == depthwise == (name != "yolov8n")
+    kernels = {tuple(a.ints) for n in model.graph.node if n.op_type == "Conv"
+               for a in n.attribute if a.name == "kernel_shape"}
+    assert ((7, 7) in kernels) == (name == "yolov10n")
+
+
+def test_yolov10_is_the_size_its_paper_gives():
+    """YOLOv10 Table 1: N 2.3 M parameters, 6.7 GFLOPs; S 7.2 M, 21.6 G (GFLOPs = 2 x MACs
+    at 640 with BN fused; npuflow's export cuts the head before DFL, as rknn_model_zoo's)."""
+    for name, params, gflops in (("yolov10n", 2.3e6, 6.7), ("yolov10s", 7.2e6, 21.6)):
+        model = onnx.shape_inference.infer_shapes(ZOO[name](seed=0, opset=17))
+        summary = summarize(model, from_onnx(model, infer=False))
+        assert summary["parameters"] == pytest.approx(params, rel=0.02)
+        assert 2 * summary["macs"] / 1e9 == pytest.approx(gflops, rel=0.02)
 
 
 @pytest.mark.parametrize(("name", "outputs"), [

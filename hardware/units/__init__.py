@@ -191,13 +191,13 @@ def streamed(work: Work, precision: str, profile: HardwareProfile, where: Operan
     dram = sizes.a + sizes.b + sizes.c if moves else 0
     sram = (work.input_elems + work.output_elems) * act_w + sizes.b if moves else 0
     streams = sum(1 for x in (sizes.a, sizes.b, sizes.c) if x)
+    channels = dram_channels(profile, reads, work)
     memory = transfer_cycles(dram, streams, bytes_per_cycle(profile), latency_cycles(profile),
-                             (sizes.a, sizes.b, sizes.c) if moves else None,
-                             dram_channels(profile, reads, work))
+                             (sizes.a, sizes.b, sizes.c) if moves else None, channels)
     dispatch = profile.dispatch_cycles if moves else 0
     body = overlap(compute, memory, pipelined, memory // max(streams, 1))
     if moves:
-        body = max(body, sram_port_cycles(work, precision, profile))
+        body = max(body, sram_port_cycles(work, precision, profile, channels))
     return KernelCost(
         unit=unit, precision=precision, macs=work.macs, compute_cycles=compute,
         memory_cycles=memory, overhead_cycles=dispatch, total_cycles=body + dispatch,

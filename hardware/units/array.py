@@ -47,10 +47,11 @@ class ArrayUnit(Unit):
         sizes = operand_bytes(work, precision, where.a_in_dram, where.c_to_dram,
                               where.weight_bytes)
         traffic = gemm_traffic(gemm, tiling, sizes)
+        channels = dram_channels(profile, FEATURE_MAPS, work)
         memory, body = tiled_cycles(est.cycles, traffic, profile.dma.double_buffering,
                                     bytes_per_cycle(profile), latency_cycles(profile),
-                                    sram_port_cycles(work, precision, profile),
-                                    dram_channels(profile, FEATURE_MAPS, work))
+                                    sram_port_cycles(work, precision, profile, channels),
+                                    channels)
         acc = sram_accesses(gemm, *array_shape(gemm, profile, precision), arr.dataflow)
         sram = acc.ifmap_reads * act_w + acc.filter_reads * wt_w + acc.ofmap_writes * acc_w
         footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w,

@@ -25,8 +25,16 @@ Ethos-U85 configuration): two 128-byte bursts in flight, 0.41 bytes per cycle ag
 500-cycle DRAM. A layer with C output channels therefore takes at least 10 C / 0.41
 cycles, ~24 per channel, whatever its size (regor's ``MeasureAccessCycles``, the Scales
 group); on a small network this, not the MACs, sets many layers' time. Vela re-reads
-them once per output block in the plane (``weightsRefetch``), which depends on its block
-search; npuflow counts them once, a lower bound.
+them once per output block in the plane (``weightsRefetch``), and its blocks are what
+the accumulator RAM holds (``hardware/output_blocks.py``: MobileNetV2 x0.35's 8 -> 48
+expansion at 48x48 on the U85-256 takes 55 blocks, 64,450 cycles of scale words; Vela's
+70,312 cycles for it imply 60).
+
+The SRAM is a memory like the DRAM to the DMA: each of its streams has as many 64-byte
+bursts in flight as its two ports accept (Sram_max_reads / _writes 8 each, x 0.8), each
+32 cycles away (vela.ini Ethos_U85_SYS_DRAM_Mid), so a feature map staged in the SRAM
+streams at 20.5 of the port's 32 bytes per cycle (Vela's SRAM access cycles: MobileNetV2
+x0.35's 48x48x48 expansion writes 110,592 bytes in 5,400 cycles).
 Latencies are in nanoseconds, so a clock change (the sustained-load governor) re-prices
 them as it does the DRAM's.
 """
@@ -40,6 +48,7 @@ from omegaconf import MISSING
 from hardware.bounds import AT_LEAST_1, POSITIVE, Range, bounded
 from hardware.kernel_cost import bytes_per_cycle, latency_cycles
 from hardware.memory import Channels
+from hardware.output_blocks import blocks_in_plane
 from hardware.profile_schema import HardwareProfile
 from hardware.units import FEATURE_MAPS, DmaModel, register, section
 from ops.work import Work
@@ -66,6 +75,15 @@ class DmaChannelsSection:
     # output channel's bias, scale and shift take
     scale_buffer_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(16, 1 << 20))
     scale_bytes_per_channel: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 64))
+    # the MAC engine's accumulator RAM: it sets the output blocks a layer is cut into,
+    # each of which reads the layer's scale words again (hardware/output_blocks.py)
+    accumulator_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(256, 1 << 24))
+    # the SRAM's own port (vela.ini Sram_*): its burst, its requests in flight on all
+    # its ports together, and its latency; its channels' read buffers are the DRAM's
+    sram_burst_bytes: int = bounded(MISSING, AT_LEAST_1, plausible=(4, 4096))
+    sram_outstanding_reads: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 1024))
+    sram_outstanding_writes: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 1024))
+    sram_latency_ns: float = bounded(MISSING, POSITIVE, plausible=(0.1, 10000))
     # the share of outstanding requests, and of the rate they give, actually achieved
     utilisation: float = bounded(0.8, Range(low=0, high=1, low_open=True))
 
@@ -96,11 +114,21 @@ class DmaChannelsModel(DmaModel):
 
         buffer = s.feature_map_buffer_bytes if reads == FEATURE_MAPS else \
             s.stream_buffer_bytes
+        sram_port = profile.sram.bandwidth_bytes_per_cycle
+        sram_latency = s.sram_latency_ns * 1e-9 * profile.frequency_mhz * 1e6
         return Channels(a=read(buffer), b=read(s.weight_buffer_bytes),
                         c=channel_rate(s.burst_bytes, float("inf"), s.outstanding_writes,
                                        write_latency, port, s.utilisation),
                         fixed=output_channels(work) * s.scale_bytes_per_channel
-                        / read(s.scale_buffer_bytes))
+                        * blocks_in_plane(work, s.accumulator_bytes)
+                        / read(s.scale_buffer_bytes),
+                        sram_read=channel_rate(s.sram_burst_bytes,
+                                               buffer / s.sram_burst_bytes,
+                                               s.sram_outstanding_reads, sram_latency,
+                                               sram_port, s.utilisation),
+                        sram_write=channel_rate(s.sram_burst_bytes, float("inf"),
+                                                s.sram_outstanding_writes, sram_latency,
+                                                sram_port, s.utilisation))
 
 
 def output_channels(work: Work) -> int:

@@ -31,7 +31,8 @@ class SimulateStage(Stage):
     # compile and quant: the sustained run re-costs the plan at each clock (PlanEvaluator)
     config_keys = ("simulate", "hardware", "compile", "quant")
     produces = frozenset({
-        "avg_power_w", "batch", "cold_start_ms", "critical_path_kernels", "cycles_total",
+        "avg_power_w", "batch", "cold_start_ms", "critical_path_kernels", "cycles_excluding_io",
+        "cycles_total",
         "dram_bytes", "energy_mj", "energy_mj_per_image", "fallback_ms", "frames",
         "graph_io_ms", "latency_band_based_on", "latency_band_kind", "latency_band_pairs",
         "latency_ms",
