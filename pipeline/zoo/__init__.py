@@ -11,6 +11,7 @@ from pipeline.zoo.classic import inception_v1, mobilenet_v1, vgg16
 from pipeline.zoo.cnn import mobilenet_v2, resnet18, resnet50, resnet152
 from pipeline.zoo.digits import digits_mlp
 from pipeline.zoo.inception import inception_v4
+from pipeline.zoo.resnet_v2 import resnet50_v2
 from pipeline.zoo.transformer import bert_encoder
 from pipeline.zoo.yolo import yolov5, yolov5s
 from pipeline.zoo.yolo11 import yolo11
@@ -25,6 +26,7 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet18": resnet18,
     "resnet50": resnet50,
     "resnet152": resnet152,
+    "resnet50_v2": resnet50_v2,
     "yolov5s": yolov5s,
     "yolov5n": partial(yolov5, depth_multiple=0.33, width_multiple=0.25, name="yolov5n"),
     "yolov5m": partial(yolov5, depth_multiple=0.67, width_multiple=0.75, name="yolov5m"),
