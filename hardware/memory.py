@@ -82,7 +82,7 @@ class Channels:
     """Bytes per cycle each operand stream gets on its own DMA channel: the input read
     (``a``), the weight read (``b``) and the output write (``c``); ``fixed``: the cycles of
     one kernel's stream that no tiling changes (its per-output-channel scale and bias
-    words, read once on a channel of their own); ``sram_read`` / ``sram_write``: the rate
+    words, on a channel of their own, once per output block); ``sram_read`` / ``sram_write``: the rate
     of one read or write stream on the SRAM's own port (its requests in flight over its
     latency, as the DRAM's)."""
 
