@@ -82,9 +82,9 @@ class Channels:
     """Bytes per cycle each operand stream gets on its own DMA channel: the input read
     (``a``), the weight read (``b``) and the output write (``c``); ``fixed``: the cycles of
     one kernel's stream that no tiling changes (its per-output-channel scale and bias
-    words, on a channel of their own, once per output block); ``sram_read`` / ``sram_write``: the rate
-    of one read or write stream on the SRAM's own port (its requests in flight over its
-    latency, as the DRAM's)."""
+    words, on a channel of their own, once per output block); ``sram_read`` /
+    ``sram_write``: the rate of one read or write stream on the SRAM's own port (its
+    requests in flight over its latency, as the DRAM's)."""
 
     a: float
     b: float
