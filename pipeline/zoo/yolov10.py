@@ -14,15 +14,13 @@ box 64, class Sigmoid 80 and a score-sum channel per scale.
 
 from __future__ import annotations
 
-import math
-
 import onnx
 
 from pipeline.zoo.builder import GraphBuilder
 from pipeline.zoo.cnn import _conv_bn
 from pipeline.zoo.yolo import _sppf
 from pipeline.zoo.yolo11 import _c2psa, _dw_separable
-from pipeline.zoo.yolov8 import _c2f, _conv, detect_head
+from pipeline.zoo.yolov8 import _c2f, _conv, detect_head, scaling, stem_to_p3
 
 
 def _dw(g: GraphBuilder, x: str, k: int, stride: int = 1, act: str | None = "silu") -> str:
@@ -54,19 +52,10 @@ def yolov10(seed: int, opset: int, depth_multiple: float = 0.33, width_multiple:
             max_channels: int = 1024, cib_backbone: bool = False, num_classes: int = 80,
             image_size: int = 640, name: str = "yolov10n") -> onnx.ModelProto:
     """YOLOv10 n (0.33, 0.25) or s (0.33, 0.50; ``cib_backbone``: its P5 backbone stage is a
-    C2fCIB, n's a C2f); channels = ceil(min(c, max_channels) x width / 8) x 8, repeats =
-    max(round(n x depth), 1)."""
-
-    def ch(c: int) -> int:
-        return math.ceil(min(c, max_channels) * width_multiple / 8) * 8
-
-    def rep(n: int) -> int:
-        return max(round(n * depth_multiple), 1)
-
+    C2fCIB, n's a C2f), scaled as YOLOv8 (``pipeline.zoo.yolov8.scaling``)."""
+    ch, rep = scaling(width_multiple, depth_multiple, max_channels)
     g = GraphBuilder(name, seed, opset)
-    x = _conv(g, g.input("images", (1, 3, image_size, image_size)), ch(64), 3, 2)
-    x = _c2f(g, _conv(g, x, ch(128), 3, 2), ch(128), rep(3), True)
-    p3 = _c2f(g, _conv(g, x, ch(256), 3, 2), ch(256), rep(6), True)
+    p3 = stem_to_p3(g, image_size, ch, rep)
     p4 = _c2f(g, _scdown(g, p3, ch(512)), ch(512), rep(6), True)
     x = _scdown(g, p4, ch(1024))
     x = _c2fcib(g, x, ch(1024), rep(3)) if cib_backbone else _c2f(g, x, ch(1024), rep(3), True)

@@ -57,12 +57,10 @@ def detect_head(g: GraphBuilder, feats: list[str], width: int, num_classes: int,
         g.output(g.channel_sum_clipped(cls))
 
 
-def yolov8(seed: int, opset: int, depth_multiple: float = 0.33, width_multiple: float = 0.25,
-           max_channels: int = 1024, num_classes: int = 80, image_size: int = 640,
-           name: str = "yolov8n") -> onnx.ModelProto:
-    """YOLOv8 at any scale: n (0.33, 0.25, 1024), s (0.33, 0.50, 1024), m (0.67, 0.75, 768)
-    in ``yolov8.yaml``; channels = ceil(min(c, max_channels) x width / 8) x 8, repeats =
-    max(round(n x depth), 1)."""
+def scaling(width_multiple: float, depth_multiple: float, max_channels: int
+            ) -> tuple[Callable[[int], int], Callable[[int], int]]:
+    """ultralytics' model scaling (``parse_model``): channels = ceil(min(c, max_channels) x
+    width / 8) x 8, repeats = max(round(n x depth), 1)."""
 
     def ch(c: int) -> int:
         return math.ceil(min(c, max_channels) * width_multiple / 8) * 8
@@ -70,10 +68,25 @@ def yolov8(seed: int, opset: int, depth_multiple: float = 0.33, width_multiple: 
     def rep(n: int) -> int:
         return max(round(n * depth_multiple), 1)
 
-    g = GraphBuilder(name, seed, opset)
+    return ch, rep
+
+
+def stem_to_p3(g: GraphBuilder, image_size: int, ch: Callable[[int], int],
+               rep: Callable[[int], int]) -> str:
+    """The YOLOv8 backbone up to P3 (stride 8), which YOLOv10 shares."""
     x = _conv(g, g.input("images", (1, 3, image_size, image_size)), ch(64), 3, 2)
     x = _c2f(g, _conv(g, x, ch(128), 3, 2), ch(128), rep(3), True)
-    p3 = _c2f(g, _conv(g, x, ch(256), 3, 2), ch(256), rep(6), True)
+    return _c2f(g, _conv(g, x, ch(256), 3, 2), ch(256), rep(6), True)
+
+
+def yolov8(seed: int, opset: int, depth_multiple: float = 0.33, width_multiple: float = 0.25,
+           max_channels: int = 1024, num_classes: int = 80, image_size: int = 640,
+           name: str = "yolov8n") -> onnx.ModelProto:
+    """YOLOv8 at any scale: n (0.33, 0.25, 1024), s (0.33, 0.50, 1024), m (0.67, 0.75, 768)
+    in ``yolov8.yaml``, scaled as ``scaling`` says."""
+    ch, rep = scaling(width_multiple, depth_multiple, max_channels)
+    g = GraphBuilder(name, seed, opset)
+    p3 = stem_to_p3(g, image_size, ch, rep)
     p4 = _c2f(g, _conv(g, p3, ch(512), 3, 2), ch(512), rep(6), True)
     p5 = _sppf(g, _c2f(g, _conv(g, p4, ch(1024), 3, 2), ch(1024), rep(3), True), ch(1024),
                "silu")
