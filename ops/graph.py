@@ -20,6 +20,8 @@ from onnx import helper, numpy_helper, shape_inference
 _ONNX_DTYPE_NAMES = {
     onnx.TensorProto.FLOAT: "fp32",
     onnx.TensorProto.FLOAT16: "fp16",
+    onnx.TensorProto.INT4: "int4",
+    onnx.TensorProto.UINT4: "uint4",
     onnx.TensorProto.BFLOAT16: "bf16",
     onnx.TensorProto.DOUBLE: "fp64",
     onnx.TensorProto.INT8: "int8",
@@ -34,6 +36,7 @@ BYTES_PER_ELEMENT = {
     "fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "int8": 1, "uint8": 1, "int16": 2,
     "uint16": 2, "int32": 4, "int64": 8, "bool": 1,
 }
+BITS_PER_ELEMENT = {"int4": 4, "uint4": 4}  # packed two to a byte
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 
 
@@ -58,6 +61,9 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
+        bits = BITS_PER_ELEMENT.get(self.effective_dtype)
+        if bits is not None:
+            return -(-self.size * bits // 8)
         return self.size * BYTES_PER_ELEMENT.get(self.effective_dtype, 4)
 
     def value(self) -> np.ndarray | None:

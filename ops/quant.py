@@ -13,7 +13,7 @@ from __future__ import annotations
 from ops.graph import QDQ_OPS, Graph, Node
 
 _INT_PRECISION = {"int8": "int8", "uint8": "int8", "int16": "int16", "uint16": "int16",
-                  "int32": "int32"}
+                  "int32": "int32", "int4": "int4", "uint4": "int4"}
 _WIDTH = {"int8": 1, "int16": 2, "fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "fp64": 8}
 
 

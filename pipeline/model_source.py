@@ -173,6 +173,10 @@ def build_model(cfg: DictConfig, cache_dir: str) -> tuple[onnx.ModelProto, dict]
             raise UserError(f"model.params: {exc}") from exc
         return fix_input_shapes(with_batch(model, cfg.batch), cfg.input_shape,
                                 ZOO_SIZE_KEYS), {}
+    if cfg.source == "llm":
+        from pipeline.llm import source as llm_source
+
+        return llm_source.build(cfg)
     if cfg.source in ("torch", "sklearn"):
         from pipeline.exporters import sklearn_export, torch_export
 

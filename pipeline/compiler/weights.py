@@ -29,6 +29,21 @@ def _weight_values(d: Decision, graph: Graph) -> list:
     return values
 
 
+def stored_weight_bytes(d: Decision, graph: Graph, width: int) -> int:
+    """The kernel's constant operands as stored: ``weight_elems`` at the width it computes
+    in, except weights narrower than that (weight-only int4: fp16 MACs on int4 weights the
+    array dequantizes as it reads them), which are their own packed bytes plus their
+    scales (one per output channel, or per group of input rows)."""
+    narrow = [t for node in d.kernel.nodes for name in node.inputs if name
+              for t in [graph.tensor(name)]
+              if t is not None and t.is_const and t.precision == "int4"]
+    if not narrow:
+        return d.work.weight_elems * width
+    rest = max(d.work.weight_elems - sum(t.size for t in narrow), 0)
+    return sum(t.nbytes + (t.scale.nbytes if t.scale is not None else 0) for t in narrow) + \
+        rest * width
+
+
 def _streamed_bytes(d: Decision, graph: Graph, profile: HardwareProfile, raw: int
                     ) -> int | None:
     """DRAM bytes of a streamed kernel's weights: their entropy-coded size where the
@@ -53,12 +68,15 @@ def weight_dram_bytes(decisions: list[Decision], graph: Graph, profile: Hardware
     cached, out = 0, []
     for d in decisions:
         width = WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
-        raw, held = d.work.weight_elems * width, d.work.held_weight_elems * width
+        raw = stored_weight_bytes(d, graph, width)
+        held = raw + d.work.unread_weight_elems * width
+        packed = raw != d.work.weight_elems * width  # the cost model must be told the size
         if d.target != NPU or raw == 0:
             out.append(None)
         elif cached + held <= capacity:  # a table is cached whole or not at all
             cached += held
             out.append(0)
         else:
-            out.append(_streamed_bytes(d, graph, profile, raw))
+            streamed = _streamed_bytes(d, graph, profile, raw)
+            out.append(raw if streamed is None and packed else streamed)
     return out, cached

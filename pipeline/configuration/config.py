@@ -170,7 +170,15 @@ def _check_sources(cfg: DictConfig, where: Callable[[str], str]) -> None:
 
 def _check_quant_types(cfg: DictConfig) -> None:
     """Integer quantization needs integer types; the schema allows fp16/fp32 because the
-    float schemes name their types with the same keys."""
+    float schemes name their types with the same keys. Weight-only groups are what
+    onnxruntime's blocked DequantizeLinear takes: a power of two from 16 (or 0)."""
+    group = cfg.quant.get("group_size", 0)
+    if group and (group < 16 or group & (group - 1)):
+        raise UserError(f"quant.group_size: {group} is not 0 (per channel) or a power of two "
+                        ">= 16")
+    if cfg.quant.get("weight_bits", 4) not in (4, 8):
+        raise UserError(f"quant.weight_bits: {cfg.quant.weight_bits}; weight-only "
+                        "quantization stores 4 or 8 bits")
     if cfg.quant.scheme not in ("int8", "auto"):
         return
     keys = {f"quant.{k}": cfg.quant[k] for k in ("activation_type", "weight_type")}

@@ -27,7 +27,7 @@ from hardware.bounds import (
 )
 from hardware.profile import HardwareProfile
 
-ModelSource = choices("ModelSource", "zoo", "onnx", "torch", "sklearn", "tflite")
+ModelSource = choices("ModelSource", "zoo", "onnx", "torch", "sklearn", "tflite", "llm")
 Exporter = choices("Exporter", "auto", "dynamo", "torchscript")
 DataKind = choices("DataKind", "synthetic", "digits", "images", "npy", "image_folder",
                    "image_list")
@@ -36,7 +36,8 @@ ChannelOrder = choices("ChannelOrder", "RGB", "BGR")
 DataLayout = choices("DataLayout", "NCHW", "NHWC")
 CalibrationMethod = choices("CalibrationMethod", "minmax", "entropy", "percentile")
 # auto: int8 for a float model, as_is for one that is already quantized (the default)
-Scheme = choices("Scheme", "none", "fp16", "int8", "as_is", "auto")
+# weight_only: integer weights, float activations (w4a16; onnxruntime's MatMulNBitsQuantizer)
+Scheme = choices("Scheme", "none", "fp16", "int8", "as_is", "auto", "weight_only")
 QuantType = choices("QuantType", "int8", "uint8", "int16", "fp16", "fp32")
 INTEGER_TYPES = ("int8", "uint8", "int16")  # what quant.scheme=int8 can use
 FloatPrecision = choices("FloatPrecision", "fp16", "fp32")
@@ -79,6 +80,12 @@ class ModelConfig:
     opset: int = bounded(17, Range(low=7))  # target opset of the exported model
     seed: int = 0  # weights of zoo models, inputs of the reference run
     params: dict[str, Any] = field(default_factory=dict)  # builder arguments
+    # source=llm: a Hugging Face config.json (config), or its keys inline (hf, the presets);
+    # the phases are built at simulate.llm's prompt and new tokens (conf/model/llm.yaml)
+    config: str | None = None
+    hf: dict[str, Any] = field(default_factory=dict)
+    prompt_tokens: int = bounded(128, AT_LEAST_1, plausible=(1, 131072))
+    new_tokens: int = bounded(64, AT_LEAST_1, plausible=(1, 131072))
     reference: ModelReference = field(default_factory=ModelReference)
 
 
@@ -160,6 +167,11 @@ class QuantConfig:
     per_channel: bool = True
     activation_symmetric: bool = False
     weight_symmetric: bool = True
+    # scheme=weight_only: bits of the MatMul weights (activations stay float_precision) and
+    # the input rows sharing a scale (0: one scale per output channel; else a power of two
+    # >= 16, onnxruntime's blocked DequantizeLinear)
+    weight_bits: int = bounded(4, Range(low=4, high=8))
+    group_size: int = bounded(0, NON_NEGATIVE)
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     keep_float: list[str] = field(default_factory=list)  # node names or fnmatch patterns
     keep_first_n: int = bounded(0, NON_NEGATIVE)  # first N layers (+ activations) stay float
@@ -244,6 +256,16 @@ class SustainedConfig:
 
 
 @dataclass
+class LlmRunConfig:
+    """A language model's run: the prompt (prefill), the tokens generated (decode)."""
+
+    prompt_tokens: int = bounded(128, AT_LEAST_1, plausible=(1, 131072))
+    new_tokens: int = bounded(64, AT_LEAST_1, plausible=(1, 131072))
+    # positions the KV cache is allocated for (memory_mb); None: prompt + new tokens
+    max_context: int | None = bounded(None, AT_LEAST_1, plausible=(1, 1048576))
+
+
+@dataclass
 class SimulateConfig:
     """Frames, pipelining, host pre/post-processing, plots and sustained load."""
 
@@ -258,6 +280,7 @@ class SimulateConfig:
     # for the jobs it picks; python -m pipeline.simulator.plots RUN_DIR on demand)
     plots: bool | None = None
     sustained: SustainedConfig = field(default_factory=SustainedConfig)
+    llm: LlmRunConfig = field(default_factory=LlmRunConfig)  # model=llm and its presets
 
 
 @dataclass

@@ -94,7 +94,7 @@ def resolve(model: onnx.ModelProto, scheme: str) -> str:
             log.info("quant=auto: the model is already quantized (%s); its own quantization "
                      "is kept (quant=as_is)", ", ".join(found))
         return "as_is" if found else "int8"
-    if found and scheme in ("int8", "fp16"):
+    if found and scheme in ("int8", "fp16", "weight_only"):
         raise UserError(f"quant.scheme={scheme}: the model is already quantized "
                         f"({', '.join(found)}); use quant=as_is to compile it as shipped (the "
                         "default, quant=auto, does), or give its float original to "
@@ -256,4 +256,63 @@ def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
     stripped = onnx.ModelProto()
     stripped.CopyFrom(model)
     del stripped.graph.value_info[:]
+    # a graph output that other nodes also read (a language model's KV cache) gets the
+    # converter's output Cast while its readers expect fp16: give the output its own
+    # Identity, so the readers keep the fp16 tensor and the Cast follows the Identity
+    read = {i for n in stripped.graph.node for i in n.input}
+    for out in stripped.graph.output:
+        if out.name in read:
+            inner = f"{out.name}_fp16"
+            for n in stripped.graph.node:
+                n.output[:] = [inner if o == out.name else o for o in n.output]
+                n.input[:] = [inner if i == out.name else i for i in n.input]
+            stripped.graph.node.append(onnx.helper.make_node(
+                "Identity", [inner], [out.name], name=f"{out.name}_output"))
     return float16.convert_float_to_float16(stripped, keep_io_types=True)
+
+
+def weight_only(model: onnx.ModelProto, cfg: DictConfig) -> onnx.ModelProto:
+    """Integer MatMul weights, float activations (w4a16): onnxruntime's
+    ``MatMulNBitsQuantizer`` in QDQ form, so each weight is an int4 (or int8) initializer
+    behind a blocked ``DequantizeLinear`` that the compiler folds like any other. One scale
+    per output channel (``quant.group_size=0``) is one block as deep as the deepest MatMul;
+    otherwise ``group_size`` input rows share a scale. No calibration: weights only."""
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    inits = {i.name: i for i in model.graph.initializer}
+    depths = [inits[n.input[1]].dims[0] for n in model.graph.node
+              if n.op_type == "MatMul" and n.input[1] in inits and len(inits[n.input[1]].dims) == 2]
+    if not depths:
+        raise UserError("quant.scheme=weight_only: the model has no MatMul with a constant 2-D "
+                        "weight to quantize")
+    block = cfg.group_size or 1 << max(16, max(depths) - 1).bit_length()
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
+    # a weight several MatMuls share (a language model's phases) is quantized once, at its
+    # first consumer, and the others read that DequantizeLinear's output: the quantizer
+    # would otherwise define the same dequantized name once per consumer
+    first: dict[str, str] = {}
+    for n in model.graph.node:
+        if n.op_type == "MatMul" and n.input[1] in inits:
+            first.setdefault(n.input[1], n.name)
+    # the quantizer renames (in place) the MatMuls it rewrites; their outputs keep their names
+    output_of = {n.name: n.output[0] for n in model.graph.node}
+    quantizer = MatMulNBitsQuantizer(model, bits=cfg.weight_bits, block_size=block,
+                                     is_symmetric=cfg.weight_symmetric,
+                                     quant_format=QuantFormat.QDQ,
+                                     nodes_to_exclude=[n.name for n in model.graph.node
+                                                       if n.op_type == "MatMul"
+                                                       and n.name not in first.values()])
+    quantizer.process()
+    out = quantizer.model.model
+    weight_of = {output_of[name]: w for w, name in first.items()}
+    dequantized = {weight_of[n.output[0]]: n.input[1] for n in out.graph.node
+                   if n.op_type == "MatMul" and n.output[0] in weight_of}
+    for n in out.graph.node:
+        if n.op_type == "MatMul" and n.input[1] in dequantized:
+            n.input[1] = dequantized[n.input[1]]
+    used = {i for n in out.graph.node for i in n.input}
+    keep = [i for i in out.graph.initializer if i.name in used]
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(keep)
+    return out

@@ -50,7 +50,10 @@ def stage_config(cfg: DictConfig, stage: Stage, resolved: dict | None = None
     if content not in _SLICES:
         if len(_SLICES) >= 256:
             _SLICES.clear()
-        sub = OmegaConf.masked_copy(cfg, keys)
+        # made from the resolved values, not masked out of the whole config: a key of the
+        # slice may interpolate one outside it (a language model's graph is built at
+        # ``${simulate.llm.prompt_tokens}``), which a masked copy could no longer resolve
+        sub = OmegaConf.create(values)
         OmegaConf.set_readonly(sub, True)
         _SLICES[content] = sub
     return _SLICES[content], values

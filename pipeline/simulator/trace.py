@@ -18,7 +18,8 @@ from typing import Any
 from pipeline.compiler.plan import Kernel, Plan
 from pipeline.simulator.timeline import Task
 
-RUNS = {"single inference": 1, "throughput run": 2}
+RUNS = {"single inference": 1, "throughput run": 2, "llm prefill block": 4,
+        "llm first decode block": 5, "llm last decode block": 6, "llm lm_head chunk": 7}
 SUSTAINED_PID = 3
 COUNTERS = ("temperature_c", "frequency_mhz", "latency_ms", "power_w")
 

@@ -134,6 +134,8 @@ class QuantizeStage(Stage):
                 shutil.copyfile(float_path, out_dir / "model.onnx")
             elif scheme == "fp16":
                 onnx_io.save_model(schemes.to_fp16(model), out_dir / "model.onnx")
+            elif scheme == "weight_only":
+                onnx_io.save_model(schemes.weight_only(model, cfg.quant), out_dir / "model.onnx")
             else:
                 extra = self._int(model, float_path, data, cfg.quant, out_dir, Path(tmp),
                                   judge)

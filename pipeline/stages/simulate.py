@@ -14,6 +14,8 @@ from hardware.profile import profile_from_config
 from pipeline.artifacts import read_csv, write_json, write_text
 from pipeline.compiler.plan import read_plan
 from pipeline.errors import UserError
+from pipeline.llm import phases
+from pipeline.llm import source as llm_source
 from pipeline.reports.terminal import CONSOLE
 from pipeline.simulator import plots, report, sustained
 from pipeline.simulator.metrics import band_sentence, breakdown_ms, inference_metrics
@@ -40,6 +42,10 @@ class SimulateStage(Stage):
         "peak_sram_bytes", "peak_temperature_c", "shutdown_s", "sram_hit_rate",
         "sustained_fps", "sustained_latency_ms", "sustained_power_w", "throttle_onset_s",
         "throughput_fps", "throughput_ips",
+        # model=llm (pipeline/llm/phases.py)
+        "decode_ms_per_token", "decode_tokens_per_s", "memory_activations_mb",
+        "memory_kv_cache_mb", "memory_mb", "memory_weights_mb", "prefill_tokens_per_s",
+        "ttft_ms",
     })
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
@@ -57,6 +63,7 @@ class SimulateStage(Stage):
                            math.ceil(sim.postprocess_ms * 1e-3 * hz))
 
         single, _, metrics = inference_metrics(plan, profile)
+        llm = self._llm(inputs, cfg, plan, profile, metrics, out_dir)
 
         frames = build(plan, profile, sim.frames, sim.pipeline_depth, costs)
         span = schedule(frames)
@@ -89,12 +96,39 @@ class SimulateStage(Stage):
                                               sim.sustained, out_dir, sim.plots is not False,
                                               host_s=host_ms * 1e-3))
         write_json(out_dir / "trace.json", chrome_trace(
-            plan, {"single inference": single + dma, "throughput run": frames},
+            plan, {"single inference": single + dma, "throughput run": frames, **llm},
             profile.frequency_mhz, {single[i].name for i in critical},
             read_csv(out_dir / "sustained.csv") if sim.sustained.seconds > 0 else None),
             compact=True)
         self._print(metrics, parts)
         return StageResult(metrics)
+
+    @staticmethod
+    def _llm(inputs: StageInputs, cfg: DictConfig, plan, profile, metrics: dict,
+             out_dir: Path) -> dict[str, list]:
+        """A language model's prefill / decode metrics and ``llm.json`` (pipeline/llm);
+        its ``latency_ms`` is then the mean time per generated token, and the CNN check
+        pairs' band does not apply. Returns the phases' tasks for the trace."""
+        info = llm_source.recorded(inputs)
+        if info is None:
+            return {}
+        run = cfg.simulate.llm
+        if (info["prompt_tokens"], info["new_tokens"]) != (run.prompt_tokens, run.new_tokens):
+            raise UserError(
+                f"model.prompt_tokens / model.new_tokens ({info['prompt_tokens']}, "
+                f"{info['new_tokens']}): the graph was built for other token counts than "
+                f"simulate.llm's ({run.prompt_tokens}, {run.new_tokens}); set simulate.llm.*")
+        result, tasks = phases.estimate(
+            plan, profile, llm_source.spec_from_record(info), run.prompt_tokens,
+            run.new_tokens, info["lm_head_chunks"], phases.Precision.of(cfg.quant),
+            run.max_context)
+        metrics.update(result["metrics"])
+        metrics["latency_ms"] = result["metrics"]["decode_ms_per_token"]
+        for key in [k for k in metrics if k.startswith("latency_ms_") or
+                    k.startswith("latency_band")]:
+            del metrics[key]
+        write_json(out_dir / "llm.json", result["breakdown"])
+        return {phases.TRACE_RUNS[p]: t for p, t in tasks.items()}
 
     @staticmethod
     def _time_at(inputs: StageInputs, cfg: DictConfig) -> Callable[[float], float]:

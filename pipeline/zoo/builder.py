@@ -34,11 +34,12 @@ class GraphBuilder:
         self.outputs: list[onnx.ValueInfoProto] = []
         self.shape: dict[str, tuple[int, ...]] = {}
         self._counts: dict[str, int] = defaultdict(int)
+        self.prefix = ""  # prepended to node and tensor names (a language model's phases)
 
     # -- bookkeeping -------------------------------------------------------------------
     def _name(self, kind: str) -> str:
         self._counts[kind] += 1
-        return f"{kind}_{self._counts[kind]}"
+        return f"{self.prefix}{kind}_{self._counts[kind]}"
 
     def const(self, hint: str, array: np.ndarray) -> str:
         name = self._name(hint)

@@ -1,0 +1,101 @@
+"""Language models against rknn-llm's published boards: TTFT, tokens/s and memory.
+
+    python benchmarks/llm_agreement.py [--only NAME ...] [--quick]
+
+Every ``llm_pairs`` row of ``benchmarks/silicon/published.yaml`` (rknn-llm's benchmark.md:
+RK3588 w8a8, RK3576 w4a16 / w4a16_g128 / w8a8, 128 prompt tokens, 64 new tokens) runs
+through npuflow's whole chain (``model=<preset> hardware=<chip> quant=<dtype>``; a small
+calibration set, since only the weights' sizes and the graph matter to the estimate) and is
+compared on three figures: TTFT and tokens/s (the bar is 1.5x) and memory (1.25x). Check
+and fit rows are tabulated apart; only check rows make the headline.
+Writes results/llm_agreement.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import REPO, machine, write_result
+from omegaconf import OmegaConf
+
+sys.path.insert(0, str(REPO))
+from pipeline import api
+
+PUBLISHED = Path(__file__).resolve().parent / "silicon" / "published.yaml"
+FAST = ("data.calibration_size=4", "data.eval_size=4", "quant.analysis.layers=false",
+        "simulate.llm.prompt_tokens=128", "simulate.llm.new_tokens=64")
+BARS = {"ttft_ms": 1.5, "tokens_per_s": 1.5, "memory_mb": 1.25}
+
+
+def load_pairs(only: list[str]) -> list[dict]:
+    data = OmegaConf.to_container(OmegaConf.load(PUBLISHED), resolve=True)
+    assert isinstance(data, dict)
+    return [p for p in data["llm_pairs"]
+            if not only or any(o in f"{p['network']} {p['profile']} {p['dtype']}" for o in only)]
+
+
+def measure(pair: dict, cache: Path, run_dir: Path) -> dict:
+    m = api.run(*pair["overrides"], *FAST, f"run.cache_dir={cache}", run_dir=run_dir).metrics
+    ours = {"ttft_ms": m["ttft_ms"], "tokens_per_s": m["decode_tokens_per_s"],
+            "memory_mb": m["memory_mb"]}
+    ratios = {k: ours[k] / pair[k] for k in BARS}
+    # a ratio within the bar either way: npuflow's figure over the board's
+    within = {k: 1 / BARS[k] <= r <= BARS[k] for k, r in ratios.items()}
+    return {**pair, "npuflow": ours, "ratio": ratios, "within": within}
+
+
+def _table(rows: list[dict]) -> list[str]:
+    out = ["| model | chip | dtype | TTFT ms (board / npuflow / ratio) | tokens/s | memory MB |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"{r[k]:,.1f} / {r['npuflow'][k]:,.1f} / **{r['ratio'][k]:.2f}**"
+                 + ("" if r["within"][k] else " ✗") for k in BARS]
+        out.append(f"| {r['network']} | {r['profile']} | {r['dtype']} | " + " | ".join(cells)
+                   + " |")
+    return out
+
+
+def headline(rows: list[dict]) -> list[str]:
+    lines = []
+    for role in ("check", "fit"):
+        group = [r for r in rows if r["role"] == role]
+        if not group:
+            continue
+        counts = ", ".join(f"{k} {sum(r['within'][k] for r in group)}/{len(group)} within "
+                           f"{BARS[k]}x" for k in BARS)
+        lines.append(f"- {role} rows ({len(group)}): {counts}")
+    return lines
+
+
+def markdown(rows: list[dict]) -> str:
+    parts = ["Each ratio is npuflow's figure over the board's (tokens/s above 1: npuflow "
+             "too fast); ✗ outside the bar (1.5x TTFT and tokens/s, 1.25x memory).", "",
+             *headline(rows), "", "### Check rows", "",
+             *_table([r for r in rows if r["role"] == "check"]), "", "### Fit rows", "",
+             *_table([r for r in rows if r["role"] == "fit"])]
+    return "\n".join(parts) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", help="rows whose 'network profile dtype' has it")
+    parser.add_argument("--quick", action="store_true", help="the first two rows only")
+    args = parser.parse_args()
+    pairs = load_pairs(args.only)
+    if args.quick:
+        pairs = pairs[:2]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, pair in enumerate(pairs):
+            rows.append(measure(pair, Path(tmp) / "cache", Path(tmp) / f"run{i}"))
+            r = rows[-1]
+            print(f"{r['network']} {r['profile']} {r['dtype']} ({r['role']}): "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in r["ratio"].items()), flush=True)
+    write_result("llm_agreement", markdown(rows), {"machine": machine(), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

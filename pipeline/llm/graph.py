@@ -1,0 +1,165 @@
+"""A language model as one ONNX graph of its phases, the weights stored once.
+
+Running a decoder-only model is three kinds of pass over the same weights: the prefill of
+the prompt (S = prompt tokens, a causal mask, no cache), a decode step (S = 1 against a
+cache of every earlier position), and the LM head that turns the last hidden state into
+logits. The graph holds one decoder block per phase, named ``prefill/...``,
+``decode_first/...`` (the first new token: context ``prompt + 1``) and ``decode_last/...``
+(the last: ``prompt + new``), all reading the same weight initializers, and one column block
+of the LM head (``lm_head/...``; ``spec.lm_head_chunks``). Every block has the same cost in
+every layer, so one block stands for all ``num_layers``: the graph stays one block's weights
+(a 4B model's 0.4 GB in float32, not 16 GB), and it goes through optimize, quantize and
+compile like any network. ``pipeline.llm.phases`` turns the compiled phases into time to
+first token and tokens per second.
+
+Norms are ``LayerNormalization`` with a zero bias: RMSNorm (opset 23) has the same operands
+and the same per-element work, minus one subtraction, and every tool this graph passes
+through (onnxslim, onnxruntime's quantizer, the compiler's op rules) knows LayerNorm.
+Rotary embeddings are built as exporters write them: ``x * cos + rotate_half(x) * sin``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+
+from pipeline.llm.spec import LlmSpec, lm_head_chunks
+from pipeline.zoo.builder import GraphBuilder
+
+PHASES = ("prefill", "decode_first", "decode_last", "lm_head")
+OPSET = 21  # blocked DequantizeLinear (weight-only int4 with group scales) needs 21
+
+
+class _Weights:
+    """One decoder block's weights and the head's column block, made once (seeded)."""
+
+    def __init__(self, g: GraphBuilder, spec: LlmSpec, head_columns: int) -> None:
+        h, i = spec.hidden_size, spec.intermediate_size
+
+        def dense(hint: str, nin: int, nout: int) -> str:
+            return g.const(hint, (g.rng.standard_normal((nin, nout)) / math.sqrt(nin))
+                           .astype(np.float32))
+
+        def gain(hint: str, width: int) -> str:
+            return g.const(hint, np.ones(width, np.float32))
+
+        self.q, self.k, self.v = (dense("w_q", h, spec.q_size), dense("w_k", h, spec.kv_size),
+                                  dense("w_v", h, spec.kv_size))
+        self.bias = {name: g.const(f"b_{name}", np.zeros((1, heads, 1, spec.head_dim),
+                                                          np.float32))
+                     for name, heads in (("q", spec.num_heads), ("k", spec.num_kv_heads),
+                                         ("v", spec.num_kv_heads))} if spec.attention_bias \
+            else {}
+        self.o = dense("w_o", spec.q_size, h)
+        self.up = dense("w_up", h, i)
+        self.gate = dense("w_gate", h, i) if spec.gated_mlp else None
+        self.down = dense("w_down", i, h)
+        names = ["attn_norm", "mlp_norm"] + (["post_attn_norm", "post_mlp_norm"]
+                                             if spec.sandwich_norm else [])
+        self.norms = {n: gain(n, h) for n in names}
+        self.zero_h = g.const("norm_bias", np.zeros(h, np.float32))
+        if spec.qk_norm:
+            self.norms["q_norm"] = gain("q_norm", spec.head_dim)
+            self.norms["k_norm"] = gain("k_norm", spec.head_dim)
+            self.zero_hd = g.const("head_norm_bias", np.zeros(spec.head_dim, np.float32))
+        self.final_norm = gain("final_norm", h)
+        self.head = dense("w_lm_head", h, head_columns)
+
+
+def _norm(g: GraphBuilder, x: str, gain: str, zero: str) -> str:
+    return g._node("LayerNormalization", [x, gain, zero], g.shape[x], axis=-1, epsilon=1e-6)
+
+
+def _rope(g: GraphBuilder, x: str, start: int) -> str:
+    """``x * cos + rotate_half(x) * sin`` at positions ``start ..`` (x: [1, heads, S, d])."""
+    _, _, s, d = g.shape[x]
+    inv = 1.0 / (10000 ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    angles = np.outer(np.arange(start, start + s), inv)
+    angles = np.concatenate([angles, angles], axis=1)
+    cos = g.const("rope_cos", np.cos(angles).astype(np.float32))
+    sin = g.const("rope_sin", np.sin(angles).astype(np.float32))
+    first, second = g.split(x, [d // 2, d // 2], axis=-1)
+    rotated = g.concat([g._node("Neg", [second], g.shape[second]), first], axis=-1)
+    return g.add(g.mul(x, cos), g.mul(rotated, sin))
+
+
+def _heads(g: GraphBuilder, x: str, heads: int, d: int) -> str:
+    """[1, S, heads * d] -> [1, heads, S, d]."""
+    s = g.shape[x][1]
+    return g.transpose(g.reshape(x, (1, s, heads, d)), (0, 2, 1, 3))
+
+
+def _block(g: GraphBuilder, w: _Weights, spec: LlmSpec, seq: int, past: int) -> None:
+    """One decoder block over ``seq`` new positions after ``past`` cached ones."""
+    h, d, kvh = spec.hidden_size, spec.head_dim, spec.num_kv_heads
+    group = spec.num_heads // kvh
+    phase = g.prefix.rstrip("/")
+    x = g.input(f"{phase}.hidden", (1, seq, h))
+    xn = _norm(g, x, w.norms["attn_norm"], w.zero_h)
+
+    def project(weight: str, heads: int, bias: str | None) -> str:
+        # the bias is added per head, after the split: the same sum, and a MatMul whose
+        # weight every phase shares (a MatMul + Add would be fused into a Gemm per phase)
+        y = _heads(g, g.matmul(xn, weight), heads, d)
+        return g.add(y, bias) if bias else y
+
+    q = project(w.q, spec.num_heads, w.bias.get("q"))
+    k = project(w.k, kvh, w.bias.get("k"))
+    v = project(w.v, kvh, w.bias.get("v"))
+    if spec.qk_norm:
+        q, k = (_norm(g, q, w.norms["q_norm"], w.zero_hd),
+                _norm(g, k, w.norms["k_norm"], w.zero_hd))
+    q, k = _rope(g, q, past), _rope(g, k, past)
+    if past:  # the cache: every earlier position's K and V, this step's appended
+        k = g.concat([g.input(f"{phase}.past_key", (1, kvh, past, d)), k], axis=2)
+        v = g.concat([g.input(f"{phase}.past_value", (1, kvh, past, d)), v], axis=2)
+    g.output(k)
+    g.output(v)
+    context = past + seq
+    # grouped-query attention: a key/value head's query heads stacked on the rows
+    q = g.reshape(q, (1, kvh, group * seq, d))
+    scores = g.scale(g.matmul(q, g.transpose(k, (0, 1, 3, 2))), 1.0 / math.sqrt(d))
+    if seq > 1:  # causal: position i sees positions <= past + i
+        rows = np.tile(np.arange(seq), group)[:, None] + past
+        mask = np.where(np.arange(context)[None, :] > rows, -1e4, 0.0).astype(np.float32)
+        scores = g.add(scores, g.const("causal_mask", mask))
+    attended = g.matmul(g.softmax(scores, axis=-1), v)
+    attended = g.transpose(g.reshape(attended, (1, spec.num_heads, seq, d)), (0, 2, 1, 3))
+    out = g.matmul(g.reshape(attended, (1, seq, spec.q_size)), w.o)
+    if spec.sandwich_norm:
+        out = _norm(g, out, w.norms["post_attn_norm"], w.zero_h)
+    x = g.add(x, out)
+    xn = _norm(g, x, w.norms["mlp_norm"], w.zero_h)
+    act = g.silu if spec.activation == "silu" else g.gelu_erf
+    if w.gate is not None:
+        hidden = g.mul(act(g.matmul(xn, w.gate)), g.matmul(xn, w.up))
+    else:
+        hidden = act(g.matmul(xn, w.up))
+    out = g.matmul(hidden, w.down)
+    if spec.sandwich_norm:
+        out = _norm(g, out, w.norms["post_mlp_norm"], w.zero_h)
+    g.output(g.add(x, out))
+
+
+def phase_contexts(prompt: int, new: int) -> dict[str, tuple[int, int]]:
+    """(new positions, cached positions) of each block phase."""
+    return {"prefill": (prompt, 0), "decode_first": (1, prompt),
+            "decode_last": (1, prompt + new - 1)}
+
+
+def build(spec: LlmSpec, prompt_tokens: int, new_tokens: int, seed: int) -> onnx.ModelProto:
+    g = GraphBuilder(spec.name.replace("/", "_"), seed, OPSET)
+    columns, _ = lm_head_chunks(spec.vocab_size)
+    w = _Weights(g, spec, columns)
+    for phase, (seq, past) in phase_contexts(prompt_tokens, new_tokens).items():
+        g.prefix = f"{phase}/"
+        _block(g, w, spec, seq, past)
+    g.prefix = "lm_head/"
+    last = g.input("lm_head.hidden", (1, 1, spec.hidden_size))
+    g.output(g.matmul(_norm(g, last, w.final_norm, w.zero_h), w.head))
+    g.prefix = ""
+    model = g.build()
+    model.ir_version = 10  # what opset 21 needs (the builder caps zoo models at 9)
+    return model

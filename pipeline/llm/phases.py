@@ -1,0 +1,151 @@
+"""Time to first token, tokens per second and memory of a language model, from its compiled
+phases (``pipeline.llm.graph``) on the profile.
+
+Each phase's block is replayed alone on the profile's resources (``simulator.replay``:
+the plan's kernel costs, the hand-overs between NPU and host where placement split it)
+and scheduled; its makespan is one layer's time. The block's inputs and outputs are left
+out: between layers the hidden state and the cache stay in the device's DRAM, written by
+one layer and read by the next, and that traffic is already in the kernels' DRAM bytes.
+
+- Prefill (time to first token): ``layers x block(prefill) + head + sampling``. The head
+  is ``chunks x`` one column block (``spec.lm_head_chunks``), for the last position only.
+- Decode step at context ``T`` (``prompt + 1 .. prompt + new``): ``layers x block(T) +
+  head + sampling``. ``block(T)`` is exact at the two compiled contexts and linear between
+  them: what grows with ``T`` is the attention (the score and value MatMuls, the Softmax,
+  the cache read), each linear in ``T`` up to tile rounding.
+- Sampling: the host reads the logits (``vocab x 4`` bytes) at its bandwidth
+  (``hardware.host``).
+- Memory: the weights as stored (``weight_storage``), the KV cache at fp16 for
+  ``max_context`` positions, the compiled plan's DRAM activation arena, and the host's
+  embedding table. The runtime's own code and buffers are not modelled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from hardware.host import host_seconds
+from hardware.profile import HardwareProfile
+from pipeline.compiler.plan import Kernel, Plan
+from pipeline.llm.spec import LlmSpec
+from pipeline.simulator.replay import frame_tasks
+from pipeline.simulator.timeline import Task, schedule
+
+BLOCK_PHASES = ("prefill", "decode_first", "decode_last")
+# the trace's process per phase (simulator.trace.RUNS)
+TRACE_RUNS = {"prefill": "llm prefill block", "decode_first": "llm first decode block",
+              "decode_last": "llm last decode block", "lm_head": "llm lm_head chunk"}
+MB = 1024 * 1024  # the MiB RKLLM's memory column and most tools report
+
+
+def _io_conversion(kernel: Kernel, plan: Plan) -> bool:
+    """A Cast or Identity at the graph's edge (fp16's converter keeps float32 I/O): the
+    phases graph's own artefact, since between layers the hidden state stays in fp16."""
+    edge = set(kernel.inputs) & set(plan.inputs) or set(kernel.outputs) & set(plan.outputs)
+    return bool(edge) and set(kernel.op_types) <= {"Cast", "Identity"}
+
+
+def phase_tasks(plan: Plan, profile: HardwareProfile, phase: str) -> list[Task]:
+    """One phase's kernels and the hand-overs inside it, scheduled (graph I/O left out)."""
+    kernels = [k for k in plan.kernels
+               if k.name.startswith(f"{phase}/") and not _io_conversion(k, plan)]
+    ids = {k.id for k in kernels}
+    kernels = [dataclasses.replace(k, deps=[d for d in k.deps if d in ids]) for k in kernels]
+    transfers = [t for t in plan.transfers if t.source in ids and t.to in ids]
+    sub = dataclasses.replace(plan, kernels=kernels, transfers=transfers)
+    tasks, _ = frame_tasks(sub, profile, 0, 0, [])
+    schedule(tasks)
+    return tasks
+
+
+def _makespan(tasks: list[Task]) -> int:
+    return max((t.end for t in tasks), default=0) - min((t.start for t in tasks), default=0)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What a weight costs to store under the run's quantization."""
+
+    bits: int  # per weight element
+    group: int  # input rows per scale (0: one scale per output channel; -1: no scales)
+    scale_bytes: int = 4  # onnxruntime writes float32 scales
+
+    @classmethod
+    def of(cls, quant: Any) -> Precision:
+        scheme = str(quant.scheme)
+        if scheme == "weight_only":
+            return cls(int(quant.weight_bits), int(quant.group_size))
+        if scheme in ("int8", "auto"):
+            return cls(8, 0 if quant.per_channel else -1)
+        return cls(16 if str(quant.get("float_precision", "fp16")) == "fp16" or
+                   scheme == "fp16" else 32, -1)
+
+    def matrix_bytes(self, rows: int, columns: int) -> int:
+        data = math.ceil(rows * columns * self.bits / 8)
+        if self.group < 0:
+            return data
+        groups = 1 if self.group == 0 else math.ceil(rows / self.group)
+        return data + groups * columns * self.scale_bytes
+
+
+def weight_storage(spec: LlmSpec, precision: Precision) -> dict[str, int]:
+    """Bytes of the weights as the device keeps them: every layer's matrices at the
+    precision (with their scales), norms and biases in fp16, the LM head at the precision,
+    and the embedding table the host looks tokens up in, also at the precision (its own
+    copy even when the head is tied: the NPU's head is laid out for the NPU)."""
+    h, i, q, kv = spec.hidden_size, spec.intermediate_size, spec.q_size, spec.kv_size
+    mats = [(h, q), (h, kv), (h, kv), (q, h), (h, i), (i, h)] + ([(h, i)] if spec.gated_mlp
+                                                                   else [])
+    layer = sum(precision.matrix_bytes(r, c) for r, c in mats)
+    small = spec.layer_params() - sum(r * c for r, c in mats)  # norms' gains, biases
+    layer += 2 * small
+    table = precision.matrix_bytes(spec.hidden_size, spec.vocab_size)
+    return {"layers": spec.num_layers * layer, "lm_head": table, "embedding": table,
+            "final_norm": 2 * spec.hidden_size}
+
+
+def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, new: int,
+             chunks: int, precision: Precision, max_context: int | None
+             ) -> tuple[dict[str, Any], dict[str, list[Task]]]:
+    """The language-model metrics and the per-phase breakdown (``llm.json``), and each
+    phase's scheduled tasks for the trace."""
+    hz = profile.frequency_mhz * 1e6
+    tasks = {p: phase_tasks(plan, profile, p) for p in (*BLOCK_PHASES, "lm_head")}
+    block = {p: _makespan(tasks[p]) for p in BLOCK_PHASES}
+    head = chunks * _makespan(tasks["lm_head"])
+    sampling = math.ceil(host_seconds(spec.vocab_size, 4 * spec.vocab_size, profile.host) * hz)
+    first, last = block["decode_first"], block["decode_last"]
+    steps = [spec.num_layers * (first + (last - first) * j / max(new - 1, 1)) + head + sampling
+             for j in range(new)]
+    prefill = spec.num_layers * block["prefill"] + head + sampling
+    ttft_s = prefill / hz
+    decode_s = sum(steps) / hz
+    context = max_context or prompt + new
+    storage = weight_storage(spec, precision)
+    kv = spec.kv_bytes_per_token() * context
+    memory = {"weights": sum(storage.values()), "kv_cache": kv,
+              "activations": plan.memory.dram_arena_peak_bytes}
+    metrics = {
+        "ttft_ms": ttft_s * 1e3,
+        "prefill_tokens_per_s": prompt / ttft_s,
+        "decode_tokens_per_s": new / decode_s,
+        "decode_ms_per_token": decode_s * 1e3 / new,
+        "memory_mb": sum(memory.values()) / MB,
+        **{f"memory_{k}_mb": v / MB for k, v in memory.items()},
+    }
+    ms = 1e3 / hz
+    breakdown = {
+        "prompt_tokens": prompt, "new_tokens": new, "layers": spec.num_layers,
+        "kv_context": context, "precision": dataclasses.asdict(precision),
+        "block_ms": {p: block[p] * ms for p in BLOCK_PHASES},
+        "lm_head_ms": head * ms, "lm_head_chunks": chunks, "sampling_ms": sampling * ms,
+        "prefill_ms": {"layers": spec.num_layers * block["prefill"] * ms,
+                       "lm_head": head * ms, "sampling": sampling * ms},
+        "decode_step_ms": [s * ms for s in steps],
+        "memory_bytes": {**{f"weights.{k}": v for k, v in storage.items()},
+                         "kv_cache": kv, "activations": memory["activations"]},
+    }
+    return {"metrics": metrics, "breakdown": breakdown}, tasks

@@ -1,0 +1,156 @@
+"""A decoder-only language model's shape, read from a Hugging Face style ``config.json``.
+
+Only the numbers that change the graph or its bytes are read: widths, depths, heads, the
+vocabulary, whether the LM head shares the embedding table, and the few architectural
+switches that add nodes (attention biases, Qwen3's per-head q/k norms, Gemma2's extra
+norms, a gated or plain MLP). Exporters disagree on names (ChatGLM3 writes ``num_layers``,
+``multi_query_group_num``, ``ffn_hidden_size``, ``padded_vocab_size``, ``kv_channels``), so
+each field lists the keys it accepts, first match wins. A missing or absurd value is one
+line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import UserError
+
+# field -> the config.json keys that give it, in order of preference
+ALIASES: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_layers": ("num_hidden_layers", "num_layers", "n_layer"),
+    "num_heads": ("num_attention_heads", "n_head"),
+    "num_kv_heads": ("num_key_value_heads", "multi_query_group_num", "num_kv_heads"),
+    "head_dim": ("head_dim", "kv_channels"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+}
+GELU_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+LIMIT = 1 << 20  # no dimension of a 2026 language model is a million wide
+
+
+@dataclass(frozen=True)
+class LlmSpec:
+    """The graph-relevant shape of a decoder-only transformer."""
+
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    attention_bias: bool  # q/k/v projections carry a bias (Qwen2)
+    qk_norm: bool  # a norm on each head's q and k (Qwen3)
+    sandwich_norm: bool  # norms after attention and MLP too (Gemma2)
+    gated_mlp: bool  # down(act(gate(x)) * up(x)); False: down(act(up(x)))
+    activation: str  # silu | gelu
+
+    @property
+    def q_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def layer_params(self) -> int:
+        """Weights of one decoder block: the four attention projections (biases of q, k,
+        v where the model has them), the MLP, and the norms' gains."""
+        h, i = self.hidden_size, self.intermediate_size
+        attn = h * self.q_size + 2 * h * self.kv_size + self.q_size * h
+        if self.attention_bias:
+            attn += self.q_size + 2 * self.kv_size
+        mlp = (3 if self.gated_mlp else 2) * h * i
+        norms = h * (4 if self.sandwich_norm else 2) + (2 * self.head_dim if self.qk_norm else 0)
+        return attn + mlp + norms
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    def params(self) -> int:
+        """Parameters as Hugging Face counts them: the blocks, the final norm, the embedding
+        table, and the LM head unless it is the embedding table itself."""
+        head = 0 if self.tie_word_embeddings else self.embedding_params()
+        return self.num_layers * self.layer_params() + self.hidden_size + \
+            self.embedding_params() + head
+
+    def kv_bytes_per_token(self, element_bytes: int = 2) -> int:
+        """K and V of one position, every layer (fp16 by default)."""
+        return self.num_layers * 2 * self.kv_size * element_bytes
+
+
+def _pick(hf: dict[str, Any], field: str, where: str, default: Any = None) -> Any:
+    for key in ALIASES[field]:
+        if hf.get(key) is not None:
+            return key, hf[key]
+    if default is not None:
+        return ALIASES[field][0], default
+    raise UserError(f"{where}: no '{ALIASES[field][0]}' (nor {', '.join(ALIASES[field][1:])})")
+
+
+def _positive(where: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= LIMIT:
+        raise UserError(f"{where}: '{key}' must be a whole number in 1..{LIMIT}, got {value!r}")
+    return value
+
+
+def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
+    """The spec of a Hugging Face config (``where`` names the file or key in messages)."""
+    if not isinstance(hf, dict):
+        raise UserError(f"{where}: expected a JSON object (a config.json), got "
+                        f"{type(hf).__name__}")
+    size = {f: _positive(where, *_pick(hf, f, where)) for f in
+            ("hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size")}
+    kv_key, kv = _pick(hf, "num_kv_heads", where, size["num_heads"])
+    kv = _positive(where, kv_key, kv)
+    if size["num_heads"] % kv:
+        raise UserError(f"{where}: '{kv_key}' ({kv}) must divide num_attention_heads "
+                        f"({size['num_heads']}): each key/value head serves a whole group")
+    hd_key, head_dim = _pick(hf, "head_dim", where, size["hidden_size"] // size["num_heads"])
+    head_dim = _positive(where, hd_key, head_dim)
+    kind = str(hf.get("model_type", "")).lower()
+    act = str(hf.get("hidden_act") or hf.get("hidden_activation") or "silu").lower()
+    if act not in ("silu", "swish", *GELU_ACTS):
+        raise UserError(f"{where}: 'hidden_act' {act!r} is not one npuflow builds "
+                        f"(silu, swish, {', '.join(GELU_ACTS)})")
+    tie = hf.get("tie_word_embeddings", True)
+    if not isinstance(tie, bool):
+        raise UserError(f"{where}: 'tie_word_embeddings' must be true or false, got {tie!r}")
+    return LlmSpec(
+        name=name or str(hf.get("_name_or_path") or kind or "llm"),
+        hidden_size=size["hidden_size"], num_layers=size["num_layers"],
+        num_heads=size["num_heads"], num_kv_heads=kv, head_dim=head_dim,
+        intermediate_size=size["intermediate_size"], vocab_size=size["vocab_size"],
+        tie_word_embeddings=tie,
+        attention_bias=bool(hf.get("attention_bias", kind == "qwen2")
+                            or hf.get("add_qkv_bias", False)),
+        qk_norm=kind == "qwen3", sandwich_norm=kind.startswith("gemma2"),
+        gated_mlp=kind not in ("gpt2", "gpt_neox", "opt"),
+        activation="gelu" if act in GELU_ACTS else "silu")
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"model.config: {file} does not exist")
+    try:
+        return json.loads(file.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"model.config: {file} is not JSON ({exc})") from exc
+
+
+def lm_head_chunks(vocab: int, width: int = 8192) -> tuple[int, int]:
+    """(columns per chunk, chunks): the LM head as ``chunks`` equal column blocks of at
+    most ``width``. One block is built and costed; the others are the same kernel on other
+    weights, so the head costs ``chunks`` times one block (a tiled MatMul's cost is the sum
+    of its column tiles'). The blocks cover ``chunks * columns >= vocab``, at most
+    ``chunks - 1`` columns over."""
+    chunks = math.ceil(vocab / width)
+    return math.ceil(vocab / chunks), chunks

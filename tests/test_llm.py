@@ -1,0 +1,163 @@
+"""Language models: a decoder from its config.json through the five stages, prefill and
+decode timed from the compiled phases, weight-only int4 stored as int4, memory as stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from omegaconf import OmegaConf
+
+from pipeline import api
+from pipeline.errors import UserError
+from pipeline.llm import graph, phases, spec
+from pipeline.quantization import schemes
+
+CONF = Path(__file__).resolve().parent.parent / "conf" / "model"
+TINY = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+        "vocab_size": 1000, "tie_word_embeddings": False}
+RUN = ("hardware=rk3588", "data.calibration_size=2", "data.eval_size=2",
+       "quant.analysis.layers=false", "simulate.llm.prompt_tokens=16",
+       "simulate.llm.new_tokens=4")
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in CONF.glob("*.yaml")
+                                          if "\n  - llm\n" in p.read_text()))
+def test_every_preset_has_its_published_parameter_count(preset):
+    cfg = OmegaConf.load(CONF / f"{preset}.yaml")
+    hf = OmegaConf.to_container(cfg.hf)
+    assert spec.from_hf(hf, preset).params() == cfg.reference.params
+
+
+def test_exporters_own_key_names_give_the_same_spec():
+    llama = spec.from_hf({**TINY, "head_dim": 16}, "a")
+    glm = spec.from_hf({"model_type": "llama", "hidden_size": 64, "num_layers": 3,
+                        "num_attention_heads": 4, "multi_query_group_num": 2,
+                        "kv_channels": 16, "ffn_hidden_size": 128, "padded_vocab_size": 1000,
+                        "tie_word_embeddings": False}, "b")
+    assert llama.params() == glm.params()
+    assert (glm.num_kv_heads, glm.head_dim) == (2, 16)
+
+
+@pytest.mark.parametrize("hf, key", [
+    ({k: v for k, v in TINY.items() if k != "hidden_size"}, "hidden_size"),
+    ({**TINY, "num_key_value_heads": 3}, "num_key_value_heads"),
+    ({**TINY, "intermediate_size": -5}, "intermediate_size"),
+    ({**TINY, "num_hidden_layers": 2.5}, "num_hidden_layers"),
+    ({**TINY, "hidden_act": "relu2"}, "hidden_act"),
+    ({**TINY, "tie_word_embeddings": "yes"}, "tie_word_embeddings"),
+])
+def test_a_bad_config_is_one_line_naming_the_key(hf, key):
+    with pytest.raises(UserError) as err:
+        spec.from_hf(hf, "config.json")
+    assert key in str(err.value) and "config.json" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_phases_graph_runs_and_its_prefill_is_causal():
+    s = spec.from_hf(TINY, "tiny")
+    model = graph.build(s, 8, 4, seed=0)
+    session = ort.InferenceSession(model.SerializeToString())
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32)
+             for i in session.get_inputs()}
+    names = [o.name for o in session.get_outputs()]
+    out = dict(zip(names, session.run(None, feeds), strict=True))
+    caches = {n: v.shape for n, v in out.items() if v.ndim == 4}
+    # decode caches grow by the step: 8 prompt positions + 1, and + 4 at the last
+    assert sorted({shape[2] for shape in caches.values()}) == [8, 9, 12]
+    prefill_out = next(n for n in names if n.startswith("prefill/") and out[n].ndim == 3)
+    later = dict(feeds)
+    later["prefill.hidden"] = feeds["prefill.hidden"].copy()
+    later["prefill.hidden"][0, -1] += 5.0  # only the last position changes
+    again = dict(zip(names, session.run(None, later), strict=True))
+    assert np.allclose(out[prefill_out][0, :-1], again[prefill_out][0, :-1], atol=1e-5)
+    assert not np.allclose(out[prefill_out][0, -1], again[prefill_out][0, -1])
+
+
+@pytest.mark.parametrize("group", [0, 16])
+def test_weight_only_int4_stores_each_shared_weight_once(group):
+    s = spec.from_hf(TINY, "tiny")
+    model = graph.build(s, 8, 4, seed=0)
+    q = schemes.weight_only(model, OmegaConf.create(
+        {"group_size": group, "weight_bits": 4, "weight_symmetric": True}))
+    onnx.checker.check_model(q)
+    packed = {i.name: i for i in q.graph.initializer if i.data_type == onnx.TensorProto.INT4}
+    # 7 matrices of the block (shared by the three phases) and the head's column block
+    assert len(packed) == 8
+    assert not [i for i in q.graph.initializer
+                if i.data_type == onnx.TensorProto.FLOAT and len(i.dims) == 2 and
+                min(i.dims) >= 64]  # no float copy of a weight is left behind
+    down = next(i for name, i in packed.items() if name.startswith("w_down"))
+    scales = next(i for i in q.graph.initializer if i.name.startswith("w_down") and
+                  i.name.endswith("scales"))
+    rows = 1 if group == 0 else down.dims[0] // group  # one scale per column, or per group
+    assert list(scales.dims) == [rows, down.dims[1]]
+    ort.InferenceSession(q.SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same tiny model from its config.json at three precisions."""
+    root = tmp_path_factory.mktemp("llm")
+    config = root / "config.json"
+    config.write_text(json.dumps(TINY))
+    cache = f"run.cache_dir={root / 'cache'}"
+    return {q: api.run("model=llm", f"model.config={config}", f"quant={q}", *RUN, cache,
+                       run_dir=root / q)
+            for q in ("w8a8", "w4a16", "fp16")}
+
+
+def test_a_config_json_runs_the_five_stages_to_llm_metrics(runs):
+    result = runs["w8a8"]
+    m = result.metrics
+    breakdown = json.loads((result.run_dir / "simulate" / "llm.json").read_text())
+    assert m["ttft_ms"] == pytest.approx(sum(breakdown["prefill_ms"].values()))
+    assert m["decode_tokens_per_s"] == pytest.approx(
+        4 / (sum(breakdown["decode_step_ms"]) / 1e3))
+    assert m["prefill_tokens_per_s"] == pytest.approx(16 / (m["ttft_ms"] / 1e3))
+    assert m.latency_ms == pytest.approx(m["decode_ms_per_token"])
+    steps = breakdown["decode_step_ms"]
+    assert steps == sorted(steps)  # each step attends over one more position
+    trace = json.loads((result.run_dir / "simulate" / "trace.json").read_text())
+    names = {e["args"]["name"].split(": ")[-1] for e in trace["traceEvents"]
+             if e.get("name") == "process_name"}
+    assert {"llm prefill block", "llm first decode block", "llm lm_head chunk"} <= names
+
+
+def test_memory_is_the_weights_as_stored_plus_the_cache(runs):
+    s = spec.from_hf(TINY, "tiny")
+    for q, precision in (("w8a8", phases.Precision(8, 0)), ("w4a16", phases.Precision(4, 0)),
+                         ("fp16", phases.Precision(16, -1))):
+        m = runs[q].metrics
+        weights = sum(phases.weight_storage(s, precision).values())
+        assert m["memory_weights_mb"] * phases.MB == pytest.approx(weights)
+        assert m["memory_kv_cache_mb"] * phases.MB == s.kv_bytes_per_token() * (16 + 4)
+    mb = {q: runs[q].metrics["memory_weights_mb"] for q in runs}
+    assert mb["w4a16"] < mb["w8a8"] < mb["fp16"]
+
+
+def test_int4_weights_move_half_the_bytes_of_int8(runs):
+    def head_weight_bytes(result) -> int:
+        plan = json.loads((result.run_dir / "compile" / "plan.json").read_text())
+        return sum(k["cost"]["weight_dram_bytes"] for k in plan["kernels"]
+                   if k["name"].startswith("decode_first/") and "MatMul" in k["op_types"])
+    int8, int4 = head_weight_bytes(runs["w8a8"]), head_weight_bytes(runs["w4a16"])
+    assert int4 < 0.6 * int8  # packed two to a byte, plus one fp32 scale per column
+
+
+def test_llm_keys_are_checked_where_they_are_defined(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text("{not json")
+    with pytest.raises(UserError, match=r"model\.config"):
+        api.run("model=llm", f"model.config={config}", *RUN, run_dir=tmp_path / "a")
+    with pytest.raises(UserError, match=r"quant\.group_size"):
+        api.run("model=qwen2_0_5b", "quant=w4a16", "quant.group_size=100", *RUN,
+                run_dir=tmp_path / "b")
+    with pytest.raises(UserError, match=r"model\.config"):
+        api.run("model=llm", *RUN, run_dir=tmp_path / "c")
