@@ -45,6 +45,12 @@ PROBES = {
                   (16, 16, 17, 64, 64, 1, 1), "fp16"),
     "fc_4096": ("DDR: 4096 -> 4096 fully connected (16 MB fp32, 16 MB int8 weights)",
                 (4096, 4096, 1, 1, 1, 1, 1), "int8"),
+    # matrix-vector rows: a 1024 -> 1024 fully connected layer on M rows (1 x M pixels)
+    "fc_m1": ("rows: 1024 -> 1024 on 1 row", (1024, 1024, 1, 1, 1, 1, 1), "int8"),
+    "fc_m8": ("rows: 1024 -> 1024 on 8 rows", (1024, 1024, 1, 1, 8, 1, 1), "int8"),
+    "fc_m16": ("rows: 1024 -> 1024 on 16 rows", (1024, 1024, 1, 1, 16, 1, 1), "int8"),
+    "fc_m32": ("rows: 1024 -> 1024 on 32 rows", (1024, 1024, 1, 1, 32, 1, 1), "int8"),
+    "fc_m1_fp16": ("rows: 1024 -> 1024 on 1 row, fp16", (1024, 1024, 1, 1, 1, 1, 1), "fp16"),
 }
 
 
@@ -100,7 +106,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    targets = sys.argv[1:] or ["rk3588", "rk3576"]
+    targets = sys.argv[1:] or ["rk3588", "rk3568", "rk3576"]
     with tempfile.TemporaryDirectory() as tmp:
         rows = [estimate(t, name, Path(tmp)) for t in targets for name in PROBES]
     text = markdown(rows)

@@ -102,6 +102,21 @@ def array_shape(gemm: GemmShape, profile: HardwareProfile, precision: str
                                                       rate).cycles)
 
 
+def matvec_compute(gemm: GemmShape, rows: int, cols: int, matvec_rows: int,
+                   throughput: float) -> ComputeEstimate:
+    """A matrix-vector product on an array that streams ``matvec_rows`` rows through each
+    rows x cols weight fold whatever fewer it is given, the next fold's weights loading
+    behind it: ``groups x folds x matvec_rows / throughput`` cycles. RKNN-Toolkit2 2.5's
+    estimate of a 1024 x 1024 fully connected layer on the RK3588 is 16,384 NPU cycles for
+    1 to 16 rows (1,024 folds of 16 cycles) and 32,768 at 32 rows, twice that in fp16
+    (benchmarks/rknn_layers.py, probes fc_m*): no per-fold fill, and a floor of 16 rows."""
+    k_folds, n_folds = math.ceil(gemm.k / rows), math.ceil(gemm.n / cols)
+    folds = k_folds * n_folds
+    cycles = gemm.groups * folds * math.ceil(matvec_rows / throughput)
+    useful = gemm.m * gemm.k * gemm.n / (folds * rows * cols * matvec_rows)
+    return ComputeEstimate(cycles=cycles, folds=folds, mapping_efficiency=useful)
+
+
 def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
                   ) -> ComputeEstimate:
     """The array's cycles for a GEMM with ideal memory: SCALE-Sim's systolic time, or the
@@ -114,6 +129,9 @@ def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
     arr = profile.mac_array
     rows, cols = array_shape(gemm, profile, precision)
     est = compute_cycles(gemm, rows, cols, arr.dataflow, getattr(arr.throughput, precision))
+    if 0 < gemm.m <= arr.matvec_rows:
+        est = matvec_compute(gemm, rows, cols, arr.matvec_rows,
+                             getattr(arr.throughput, precision))
     if arr.output_per_cycle <= 0:
         return est
     drained = gemm.groups * math.ceil(gemm.n / cols) * cols * gemm.m

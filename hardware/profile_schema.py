@@ -96,6 +96,11 @@ class MacArray:
     # configuration, so a 16-channel layer takes 8 pixels at a time instead of 4);
     # each must hold rows x cols PEs
     shapes: list[list[int]] = field(default_factory=list)
+    # a GEMM of at most this many rows (a matrix-vector product: a fully connected layer,
+    # a language model's decode step) streams this many through each weight fold and pays
+    # no fill or drain (RKNN-Toolkit2's estimate of 1..16-row fully connected layers);
+    # 0: every GEMM is SCALE-Sim's systolic time
+    matvec_rows: int = bounded(0, NON_NEGATIVE, plausible=(0, 256))
 
 
 @dataclass

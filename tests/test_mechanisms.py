@@ -194,6 +194,33 @@ def test_the_rk3576_profile_reproduces_rknn_s_estimate_of_its_probes():
         assert rknn[probe] <= kernel["cost"]["compute_cycles"] <= 1.06 * rknn[probe], probe
 
 
+@pytest.mark.parametrize("target", ["rk3588", "rk3568", "rk3576"])
+@pytest.mark.parametrize("probe, rows, precision", [
+    ("fc_m1", 1, "int8"), ("fc_m8", 8, "int8"), ("fc_m16", 16, "int8"),
+    ("fc_m1_fp16", 1, "fp16")])
+def test_a_matrix_vector_product_costs_rknn_s_sixteen_rows(target, probe, rows, precision):
+    """RKNN-Toolkit2's estimate of a 1024 -> 1024 fully connected layer is the same for 1
+    to 16 rows (16 rows through each weight fold, no fill): a language model's decode step
+    runs at that rate, not at the systolic fill of 95 cycles per fold."""
+    results = json.loads((REPO / "benchmarks" / "results" / "rknn_layers.json").read_text())
+    rknn = {r["probe"]: r["npu_cycles"] for r in results if r["target"] == target}
+    profile = dataclasses.replace(_profile(target), cores=1)  # RKNN's probes: one core
+    weight = numpy_helper.from_array(np.ones((1024, 1024, 1, 1), np.float32), "w")
+    conv = [helper.make_node("Conv", ["x", "w"], ["y"], name="c")]
+    if precision == "int8":
+        kernel = _plan(_int8(conv, [1, 1024, 1, rows], "y", [weight]), profile)["kernels"][0]
+    else:
+        import onnx
+
+        graph = helper.make_graph(conv, "probe", [helper.make_tensor_value_info(
+            "x", TensorProto.FLOAT, [1, 1024, 1, rows])], [helper.make_tensor_value_info(
+                "y", TensorProto.FLOAT, [1, 1024, 1, rows])], [weight])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        kernel = compile_graph(onnx.shape_inference.infer_shapes(model), profile, COMPILE,
+                               "fp16", "fp16")["kernels"][0]
+    assert kernel["cost"]["compute_cycles"] == rknn[probe]
+
+
 def test_every_pair_says_if_it_was_fitted_and_what_kind_of_figure_it_is():
     pairs = PUBLISHED["pairs"]
     assert all(p["role"] in ("fit", "check") and p["kind"] in ("board", "vendor_estimate")

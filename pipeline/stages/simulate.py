@@ -128,6 +128,11 @@ class SimulateStage(Stage):
                     k.startswith("latency_band")]:
             del metrics[key]
         write_json(out_dir / "llm.json", result["breakdown"])
+        m = result["metrics"]
+        log.info("language model: TTFT %.1f ms (%.0f prompt tokens/s), decode %.2f tokens/s, "
+                 "memory %.0f MB (weights %.0f, KV cache %.1f)", m["ttft_ms"],
+                 m["prefill_tokens_per_s"], m["decode_tokens_per_s"], m["memory_mb"],
+                 m["memory_weights_mb"], m["memory_kv_cache_mb"])
         return {phases.TRACE_RUNS[p]: t for p, t in tasks.items()}
 
     @staticmethod
