@@ -206,18 +206,9 @@ def test_a_matrix_vector_product_costs_rknn_s_sixteen_rows(target, probe, rows, 
     rknn = {r["probe"]: r["npu_cycles"] for r in results if r["target"] == target}
     profile = dataclasses.replace(_profile(target), cores=1)  # RKNN's probes: one core
     weight = numpy_helper.from_array(np.ones((1024, 1024, 1, 1), np.float32), "w")
-    conv = [helper.make_node("Conv", ["x", "w"], ["y"], name="c")]
-    if precision == "int8":
-        kernel = _plan(_int8(conv, [1, 1024, 1, rows], "y", [weight]), profile)["kernels"][0]
-    else:
-        import onnx
-
-        graph = helper.make_graph(conv, "probe", [helper.make_tensor_value_info(
-            "x", TensorProto.FLOAT, [1, 1024, 1, rows])], [helper.make_tensor_value_info(
-                "y", TensorProto.FLOAT, [1, 1024, 1, rows])], [weight])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        kernel = compile_graph(onnx.shape_inference.infer_shapes(model), profile, COMPILE,
-                               "fp16", "fp16")["kernels"][0]
+    net = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [1, 1024, 1, rows],
+                "y", [weight])
+    kernel = compile_graph(net, profile, COMPILE, precision, precision)["kernels"][0]
     assert kernel["cost"]["compute_cycles"] == rknn[probe]
 
 
