@@ -103,7 +103,8 @@ def test_weight_only_int4_stores_each_shared_weight_once(group):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The same tiny model from its config.json at three precisions."""
+    """The same tiny model from its config.json at three precisions (one cache: the proxy
+    decoder is trained once)."""
     root = tmp_path_factory.mktemp("llm")
     config = root / "config.json"
     config.write_text(json.dumps(TINY))
@@ -161,3 +162,29 @@ def test_llm_keys_are_checked_where_they_are_defined(tmp_path):
                 run_dir=tmp_path / "b")
     with pytest.raises(UserError, match=r"model\.config"):
         api.run("model=llm", *RUN, run_dir=tmp_path / "c")
+
+
+def test_each_precision_reports_what_it_costs_the_trained_proxy(runs):
+    """Perplexity on held-out text of the decoder npuflow trains, under each run's own
+    quantization: fp16 costs nothing measurable, int4 weights cost more than int8."""
+    change = {q: runs[q].metrics["perplexity_change_pct"] for q in runs}
+    base = {runs[q].metrics["perplexity_fp32"] for q in runs}
+    assert len(base) == 1 and 1.0 < base.pop() < 8.0  # trained: far below 256 (chance)
+    assert abs(change["fp16"]) < 0.1
+    assert change["w4a16"] > change["w8a8"] > change["fp16"]
+
+
+def test_the_proxy_block_is_the_one_the_phases_graph_builds():
+    """The proxy decoder's ONNX form (the block builder every preset goes through)
+    computes what the torch model it is trained as computes."""
+    import torch
+
+    from pipeline.llm import proxy
+
+    params = proxy.init(3)  # untrained: the function, not its quality, is compared
+    weights = {k: v.detach().numpy() for k, v in params.items()}
+    window = proxy.corpus()[1][: proxy.SEQ]
+    ours = proxy.logits(proxy.model(weights), weights["embed"], window)
+    with torch.no_grad():
+        theirs = proxy.forward(params, torch.from_numpy(window.astype(np.int64))[None])[0]
+    assert np.allclose(ours, theirs.numpy(), atol=1e-4)

@@ -29,46 +29,61 @@ from pipeline.llm.spec import LlmSpec, lm_head_chunks
 from pipeline.zoo.builder import GraphBuilder
 
 PHASES = ("prefill", "decode_first", "decode_last", "lm_head")
+MASKED = -30.0  # a causal mask's added score
 OPSET = 21  # blocked DequantizeLinear (weight-only int4 with group scales) needs 21
 
 
-class _Weights:
-    """One decoder block's weights and the head's column block, made once (seeded)."""
+class Weights:
+    """One decoder block's weight tensors in a graph (and the LM head's column block)."""
 
-    def __init__(self, g: GraphBuilder, spec: LlmSpec, head_columns: int) -> None:
+    def __init__(self, g: GraphBuilder, spec: LlmSpec, matrices: dict[str, str],
+                 gains: dict[str, str], zero_h: str) -> None:
+        self.q, self.k, self.v, self.o = (matrices[n] for n in ("q", "k", "v", "o"))
+        self.up, self.down, self.gate = matrices["up"], matrices["down"], matrices.get("gate")
+        self.head = matrices.get("head")
+        self.norms, self.zero_h = gains, zero_h
+        self.bias: dict[str, str] = {}
+        self.final_norm = gains.get("final_norm")
+        self.zero_hd = g.const("head_norm_bias", np.zeros(spec.head_dim, np.float32)) \
+            if spec.qk_norm else None
+
+    @classmethod
+    def seeded(cls, g: GraphBuilder, spec: LlmSpec, head_columns: int) -> Weights:
+        """Seeded random weights (scaled by fan-in, so activations stay in range)."""
         h, i = spec.hidden_size, spec.intermediate_size
-
-        def dense(hint: str, nin: int, nout: int) -> str:
-            return g.const(hint, (g.rng.standard_normal((nin, nout)) / math.sqrt(nin))
-                           .astype(np.float32))
-
-        def gain(hint: str, width: int) -> str:
-            return g.const(hint, np.ones(width, np.float32))
-
-        self.q, self.k, self.v = (dense("w_q", h, spec.q_size), dense("w_k", h, spec.kv_size),
-                                  dense("w_v", h, spec.kv_size))
-        self.bias = {name: g.const(f"b_{name}", np.zeros((1, heads, 1, spec.head_dim),
-                                                          np.float32))
-                     for name, heads in (("q", spec.num_heads), ("k", spec.num_kv_heads),
-                                         ("v", spec.num_kv_heads))} if spec.attention_bias \
-            else {}
-        self.o = dense("w_o", spec.q_size, h)
-        self.up = dense("w_up", h, i)
-        self.gate = dense("w_gate", h, i) if spec.gated_mlp else None
-        self.down = dense("w_down", i, h)
+        shapes = {"q": (h, spec.q_size), "k": (h, spec.kv_size), "v": (h, spec.kv_size),
+                  "o": (spec.q_size, h), "up": (h, i), "down": (i, h), "head": (h, head_columns)}
+        if spec.gated_mlp:
+            shapes["gate"] = (h, i)
+        order = ["q", "k", "v", "o", "up", "gate", "down", "head"]
+        matrices = {n: g.const(f"w_{'lm_head' if n == 'head' else n}",
+                               (g.rng.standard_normal(shapes[n]) / math.sqrt(shapes[n][0]))
+                               .astype(np.float32)) for n in order if n in shapes}
         names = ["attn_norm", "mlp_norm"] + (["post_attn_norm", "post_mlp_norm"]
                                              if spec.sandwich_norm else [])
-        self.norms = {n: gain(n, h) for n in names}
-        self.zero_h = g.const("norm_bias", np.zeros(h, np.float32))
-        if spec.qk_norm:
-            self.norms["q_norm"] = gain("q_norm", spec.head_dim)
-            self.norms["k_norm"] = gain("k_norm", spec.head_dim)
-            self.zero_hd = g.const("head_norm_bias", np.zeros(spec.head_dim, np.float32))
-        self.final_norm = gain("final_norm", h)
-        self.head = dense("w_lm_head", h, head_columns)
+        names += ["q_norm", "k_norm"] if spec.qk_norm else []
+        gains = {n: g.const(n, np.ones(spec.head_dim if n in ("q_norm", "k_norm") else h,
+                                       np.float32)) for n in names}
+        gains["final_norm"] = g.const("final_norm", np.ones(h, np.float32))
+        made = cls(g, spec, matrices, gains, g.const("norm_bias", np.zeros(h, np.float32)))
+        if spec.attention_bias:
+            made.bias = {name: g.const(f"b_{name}", np.zeros((1, heads, 1, spec.head_dim),
+                                                              np.float32))
+                         for name, heads in (("q", spec.num_heads), ("k", spec.num_kv_heads),
+                                             ("v", spec.num_kv_heads))}
+        return made
+
+    @classmethod
+    def given(cls, g: GraphBuilder, spec: LlmSpec, arrays: dict[str, np.ndarray],
+              zero_h: str) -> Weights:
+        """Trained weights (``pipeline.llm.proxy``): matrices and the two norms' gains."""
+        matrices = {n: g.const(f"w_{n}", arrays[n].astype(np.float32))
+                    for n in ("q", "k", "v", "o", "gate", "up", "down") if n in arrays}
+        gains = {n: g.const(n, arrays[n].astype(np.float32)) for n in ("attn_norm", "mlp_norm")}
+        return cls(g, spec, matrices, gains, zero_h)
 
 
-def _norm(g: GraphBuilder, x: str, gain: str, zero: str) -> str:
+def norm(g: GraphBuilder, x: str, gain: str, zero: str) -> str:
     return g._node("LayerNormalization", [x, gain, zero], g.shape[x], axis=-1, epsilon=1e-6)
 
 
@@ -91,13 +106,14 @@ def _heads(g: GraphBuilder, x: str, heads: int, d: int) -> str:
     return g.transpose(g.reshape(x, (1, s, heads, d)), (0, 2, 1, 3))
 
 
-def _block(g: GraphBuilder, w: _Weights, spec: LlmSpec, seq: int, past: int) -> None:
-    """One decoder block over ``seq`` new positions after ``past`` cached ones."""
-    h, d, kvh = spec.hidden_size, spec.head_dim, spec.num_kv_heads
+def block_body(g: GraphBuilder, w: Weights, spec: LlmSpec, x: str, seq: int, past: int,
+               cache: tuple[str, str] | None = None) -> tuple[str, str, str]:
+    """One decoder block over ``seq`` new positions of ``x`` after ``past`` cached ones
+    (``cache``: the past keys and values). Returns its output and the present keys and
+    values (the cache with this step's appended)."""
+    d, kvh = spec.head_dim, spec.num_kv_heads
     group = spec.num_heads // kvh
-    phase = g.prefix.rstrip("/")
-    x = g.input(f"{phase}.hidden", (1, seq, h))
-    xn = _norm(g, x, w.norms["attn_norm"], w.zero_h)
+    xn = norm(g, x, w.norms["attn_norm"], w.zero_h)
 
     def project(weight: str, heads: int, bias: str | None) -> str:
         # the bias is added per head, after the split: the same sum, and a MatMul whose
@@ -109,29 +125,28 @@ def _block(g: GraphBuilder, w: _Weights, spec: LlmSpec, seq: int, past: int) -> 
     k = project(w.k, kvh, w.bias.get("k"))
     v = project(w.v, kvh, w.bias.get("v"))
     if spec.qk_norm:
-        q, k = (_norm(g, q, w.norms["q_norm"], w.zero_hd),
-                _norm(g, k, w.norms["k_norm"], w.zero_hd))
+        q, k = (norm(g, q, w.norms["q_norm"], w.zero_hd),
+                norm(g, k, w.norms["k_norm"], w.zero_hd))
     q, k = _rope(g, q, past), _rope(g, k, past)
-    if past:  # the cache: every earlier position's K and V, this step's appended
-        k = g.concat([g.input(f"{phase}.past_key", (1, kvh, past, d)), k], axis=2)
-        v = g.concat([g.input(f"{phase}.past_value", (1, kvh, past, d)), v], axis=2)
-    g.output(k)
-    g.output(v)
+    if cache:  # the cache: every earlier position's K and V, this step's appended
+        k, v = g.concat([cache[0], k], axis=2), g.concat([cache[1], v], axis=2)
     context = past + seq
     # grouped-query attention: a key/value head's query heads stacked on the rows
     q = g.reshape(q, (1, kvh, group * seq, d))
     scores = g.scale(g.matmul(q, g.transpose(k, (0, 1, 3, 2))), 1.0 / math.sqrt(d))
     if seq > 1:  # causal: position i sees positions <= past + i
         rows = np.tile(np.arange(seq), group)[:, None] + past
-        mask = np.where(np.arange(context)[None, :] > rows, -1e4, 0.0).astype(np.float32)
+        # -30: exp(-30) < 1e-13, as masked as -1e4 in float, and an int8 quantization of the
+        # scores keeps its steps for the scores instead of spending them on the mask
+        mask = np.where(np.arange(context)[None, :] > rows, MASKED, 0.0).astype(np.float32)
         scores = g.add(scores, g.const("causal_mask", mask))
     attended = g.matmul(g.softmax(scores, axis=-1), v)
     attended = g.transpose(g.reshape(attended, (1, spec.num_heads, seq, d)), (0, 2, 1, 3))
     out = g.matmul(g.reshape(attended, (1, seq, spec.q_size)), w.o)
     if spec.sandwich_norm:
-        out = _norm(g, out, w.norms["post_attn_norm"], w.zero_h)
+        out = norm(g, out, w.norms["post_attn_norm"], w.zero_h)
     x = g.add(x, out)
-    xn = _norm(g, x, w.norms["mlp_norm"], w.zero_h)
+    xn = norm(g, x, w.norms["mlp_norm"], w.zero_h)
     act = g.silu if spec.activation == "silu" else g.gelu_erf
     if w.gate is not None:
         hidden = g.mul(act(g.matmul(xn, w.gate)), g.matmul(xn, w.up))
@@ -139,8 +154,20 @@ def _block(g: GraphBuilder, w: _Weights, spec: LlmSpec, seq: int, past: int) -> 
         hidden = act(g.matmul(xn, w.up))
     out = g.matmul(hidden, w.down)
     if spec.sandwich_norm:
-        out = _norm(g, out, w.norms["post_mlp_norm"], w.zero_h)
-    g.output(g.add(x, out))
+        out = norm(g, out, w.norms["post_mlp_norm"], w.zero_h)
+    return g.add(x, out), k, v
+
+
+def _block(g: GraphBuilder, w: Weights, spec: LlmSpec, seq: int, past: int) -> None:
+    """A phase's block as a graph: its hidden state and cache in, the same out."""
+    phase = g.prefix.rstrip("/")
+    x = g.input(f"{phase}.hidden", (1, seq, spec.hidden_size))
+    shape = (1, spec.num_kv_heads, past, spec.head_dim)
+    cache = (g.input(f"{phase}.past_key", shape), g.input(f"{phase}.past_value", shape)) \
+        if past else None
+    out, k, v = block_body(g, w, spec, x, seq, past, cache)
+    for tensor in (k, v, out):
+        g.output(tensor)
 
 
 def phase_contexts(prompt: int, new: int) -> dict[str, tuple[int, int]]:
@@ -152,13 +179,13 @@ def phase_contexts(prompt: int, new: int) -> dict[str, tuple[int, int]]:
 def build(spec: LlmSpec, prompt_tokens: int, new_tokens: int, seed: int) -> onnx.ModelProto:
     g = GraphBuilder(spec.name.replace("/", "_"), seed, OPSET)
     columns, _ = lm_head_chunks(spec.vocab_size)
-    w = _Weights(g, spec, columns)
+    w = Weights.seeded(g, spec, columns)
     for phase, (seq, past) in phase_contexts(prompt_tokens, new_tokens).items():
         g.prefix = f"{phase}/"
         _block(g, w, spec, seq, past)
     g.prefix = "lm_head/"
     last = g.input("lm_head.hidden", (1, 1, spec.hidden_size))
-    g.output(g.matmul(_norm(g, last, w.final_norm, w.zero_h), w.head))
+    g.output(g.matmul(norm(g, last, w.final_norm, w.zero_h), w.head))
     g.prefix = ""
     model = g.build()
     model.ir_version = 10  # what opset 21 needs (the builder caps zoo models at 9)

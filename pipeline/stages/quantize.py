@@ -19,6 +19,7 @@ from pipeline import onnx_io
 from pipeline.artifacts import pyplot, save_figure, write_csv, write_json
 from pipeline.datasets import loaders
 from pipeline.errors import UserError
+from pipeline.llm import source as llm_source
 from pipeline.quantization import accuracy, as_is, auto, schemes, sensitivity
 from pipeline.quantization import layers as qlayers
 from pipeline.quantization.evaluation import Evaluator
@@ -66,12 +67,14 @@ def _metric(cfg: DictConfig, model: onnx.ModelProto, labels) -> metric_component
 
 class QuantizeStage(Stage):
     name = "quantize"
-    version = "2"
+    version = "3"  # a language model's proxy perplexity
     config_keys = ("quant", "data", "eval")
     produces = frozenset({
         "accuracy", "accuracy_float", "accuracy_top1", "accuracy_top1_float", "accuracy_top5",
         "accuracy_top5_float", "min_layer_cosine", "model_size_bytes", "output_cosine",
         "quant_float_layers", "top1_agreement",
+        # a language model's precision on npuflow's trained proxy (pipeline/llm/proxy.py)
+        "perplexity", "perplexity_change_pct", "perplexity_fp32",
     })
 
     def external_files(self, cfg: DictConfig) -> list[Path]:
@@ -97,6 +100,8 @@ class QuantizeStage(Stage):
             if f"{cfg.eval.objective}_float" in metrics:
                 metrics["accuracy_float"] = metrics[f"{cfg.eval.objective}_float"]
         metrics["model_size_bytes"] = (out_dir / "model.onnx").stat().st_size
+        if llm_source.recorded(inputs) is not None:
+            metrics.update(self._llm_perplexity(cfg))
         metrics.update(extra.pop("metrics", {}))
         write_json(out_dir / "accuracy.json", {
             "scheme": scheme, **metrics, **extra,
@@ -107,6 +112,24 @@ class QuantizeStage(Stage):
         log.info("quantize %s: %s", scheme, {k: round(v, 4) for k, v in metrics.items()
                                             if isinstance(v, float)})
         return StageResult(metrics)
+
+    @staticmethod
+    def _llm_perplexity(cfg: DictConfig) -> dict[str, float]:
+        """A language model's weights are seeded noise: what its precision costs is
+        measured on the decoder npuflow trains (torch, the ``test`` extra), said as such."""
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            log.info("perplexity_change_pct: training the proxy decoder needs torch "
+                     "(pip install -e '.[test]'); not measured")
+            return {}
+        from pipeline.llm import proxy
+
+        change = proxy.precision_change(cfg.quant, cfg.run.cache_dir, cfg.run.seed)
+        log.info("quant=%s on npuflow's trained proxy decoder: perplexity %.3f against "
+                 "%.3f in float32 (%+.2f%%)", cfg.quant.scheme, change["perplexity"],
+                 change["perplexity_fp32"], change["perplexity_change_pct"])
+        return change
 
     def _quantize(self, model: onnx.ModelProto, scheme: str, cfg: DictConfig, data, metric,
                   out_dir: Path) -> tuple[dict, dict, bool]:

@@ -33,7 +33,9 @@ COLUMNS = ("latency_ms", "throughput_fps", "throughput_ips", "energy_mj", "energ
            "dram_bytes", "accuracy", "accuracy_top1", "top1_agreement", "output_cosine",
            "cpu_ops",
            "sustained_latency_ms", "sustained_fps", "sustained_power_w", "throttle_onset_s",
-           "peak_temperature_c")  # the sustained_* columns: with simulate.sustained.seconds
+           "peak_temperature_c",  # the sustained_* columns: with simulate.sustained.seconds
+           # a language model's (model=llm): its latency_ms is the time per generated token
+           "ttft_ms", "decode_tokens_per_s", "memory_mb", "perplexity_change_pct")
 OBJECTIVES = {"latency_ms": min, "energy_mj": min, "throughput_fps": max,
               "output_cosine": max, "accuracy": max, "accuracy_top1": max}
 JOB_LINE = ("latency_ms", "energy_mj", "throughput_fps", "output_cosine")  # per-job line
@@ -77,8 +79,19 @@ def _only_swept_keys(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _axes(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The two costs the front minimises, with their axis labels: latency and energy, or,
+    for language models, the time per generated token and the memory they take."""
+    if any(r.get("memory_mb") is not None for r in rows):
+        return ("latency_ms", "memory_mb"), ("ms per generated token", "memory (MB)")
+    return ("latency_ms", "energy_mj"), ("latency (ms)", "energy per inference (mJ)")
+
+
 def _accuracy(row: dict[str, Any]) -> float | None:
-    """The eval objective (``accuracy``), else top-1, else the output cosine."""
+    """The eval objective (``accuracy``), else top-1, else a language model's perplexity
+    change on the trained proxy (negated: higher is better), else the output cosine."""
+    if row.get("perplexity_change_pct") is not None:
+        return -row["perplexity_change_pct"]
     value = row.get("accuracy")
     value = value if value is not None else row.get("accuracy_top1")
     return value if value is not None else row.get("output_cosine")
@@ -92,7 +105,8 @@ def _ranked_accuracy(row: dict[str, Any]) -> float:
     cosines are compared to 3 decimals, so an fp16 point at 1.0000 is not "more accurate"
     than an int8 one at 0.9996 and its 5x latency keeps it off the front."""
     value = _accuracy(row) or 0.0
-    if row.get("accuracy") is None and row.get("accuracy_top1") is None:
+    if row.get("accuracy") is None and row.get("accuracy_top1") is None and \
+            row.get("perplexity_change_pct") is None:
         return round(value / PROXY_RESOLUTION) * PROXY_RESOLUTION
     return value
 
@@ -100,7 +114,8 @@ def _ranked_accuracy(row: dict[str, Any]) -> float:
 def pareto(rows: list[dict[str, Any]]) -> list[bool]:
     """Non-dominated points: minimise latency and energy, maximise accuracy (when known;
     a proxy compared at its resolution). A point that did not run is on no front."""
-    pts = [(r.get("latency_ms"), r.get("energy_mj"), -_ranked_accuracy(r)) for r in rows]
+    (x, y), _ = _axes(rows)
+    pts = [(r.get(x), r.get(y), -_ranked_accuracy(r)) for r in rows]
 
     def dominates(p: tuple, q: tuple) -> bool:
         return all(a <= b for a, b in zip(p, q, strict=True)) and p != q
@@ -114,16 +129,19 @@ def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]) -> dict[str, dict
     fields = ["job", "overrides", "status", *COLUMNS, "pareto", "reason"]
     write_csv(sweep_dir / "summary.csv",
               [{**row, "pareto": flag} for row, flag in zip(rows, flags, strict=True)], fields)
-    lines = ["| job | overrides | latency ms | energy mJ | fps | accuracy | pareto |",
-             "|---|---|---|---|---|---|---|"]
+    llm = _axes(rows)[0][1] == "memory_mb"
+    shown = ("ttft_ms", "decode_tokens_per_s", "memory_mb", "perplexity_change_pct") if llm \
+        else ("latency_ms", "energy_mj", "throughput_fps", None)
+    header = "TTFT ms | tokens/s | memory MB | perplexity change %" if llm else \
+        "latency ms | energy mJ | fps | accuracy"
+    lines = [f"| job | overrides | {header} | pareto |", "|---|---|---|---|---|---|---|"]
     for row, flag in zip(rows, flags, strict=True):
-        acc = _accuracy(row)
         if row["status"] != "ok":
             lines.append(f"| {row['job']} | {row['overrides']} | {row['status']}: "
                          f"{row['reason'].replace('|', '/')} | | | | |")
             continue
-        lines.append(f"| {row['job']} | {row['overrides']} | {_f(row['latency_ms'])} | "
-                     f"{_f(row['energy_mj'])} | {_f(row['throughput_fps'])} | {_f(acc)} | "
+        cells = " | ".join(_f(row.get(k) if k else _accuracy(row)) for k in shown)
+        lines.append(f"| {row['job']} | {row['overrides']} | {cells} | "
                      f"{'*' if flag else 'dominated'} |")
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
     _plot(rows, flags, sweep_dir / "pareto.png")
@@ -149,7 +167,9 @@ def _spans_a_decade(pts: list[tuple]) -> bool:
 
 def _accuracy_name(rows: list[dict[str, Any]]) -> str:
     """Which figure ``_accuracy`` took (the same for every row of one sweep)."""
-    for key, name in (("accuracy", "the eval objective"), ("accuracy_top1", "top-1"),
+    for key, name in (("perplexity_change_pct", "-perplexity change % (npuflow's trained "
+                                                "proxy decoder)"),
+                      ("accuracy", "the eval objective"), ("accuracy_top1", "top-1"),
                       ("output_cosine", "output cosine vs fp32 (no labels: a proxy)")):
         if any(r.get(key) is not None for r in rows):
             return name
@@ -161,9 +181,10 @@ def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
     same), the Pareto front ringed and labelled with its jobs, the legend outside the
     data."""
     plt = pyplot()
-    pts = [(r["latency_ms"], r["energy_mj"], _accuracy(r), f, r.get("job", ""))
+    (x, y), (x_label, y_label) = _axes(rows)
+    pts = [(r[x], r[y], _accuracy(r), f, r.get("job", ""))
            for r, f in zip(rows, flags, strict=True)
-           if r.get("latency_ms") is not None and r.get("energy_mj") is not None]
+           if r.get(x) is not None and r.get(y) is not None]
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
     accuracy = _accuracy_name(rows)
     if pts:
@@ -177,7 +198,7 @@ def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
         front = [p for p in pts if p[3]]
         ax.scatter([p[0] for p in front], [p[1] for p in front], s=220, facecolors="none",
                    edgecolors="#d62728", linewidths=1.5,
-                   label="Pareto-optimal (latency, energy"
+                   label=f"Pareto-optimal ({x_label}, {y_label}"
                    + (", accuracy)" if varies else ")"))
         for p in front:
             ax.annotate(f"#{p[4]}", (p[0], p[1]), xytext=(6, 6), textcoords="offset points",
@@ -188,8 +209,8 @@ def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
             ax.set_xscale("log")
             ax.set_yscale("log")
     same = pts and max(p[2] or 0.0 for p in pts) - min(p[2] or 0.0 for p in pts) <= 1e-9
-    ax.set_xlabel("latency (ms)")
-    ax.set_ylabel("energy per inference (mJ)")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
     ax.set_title(f"sweep: {len(rows)} points; accuracy: {accuracy}"
                  + (f"\n{pts[0][2] or 0.0:.4g} at every point" if same else ""), fontsize=10)
     fig.tight_layout()
