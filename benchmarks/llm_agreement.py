@@ -14,11 +14,12 @@ Writes results/llm_agreement.{md,json}.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
 
-from _common import REPO, machine, write_result
+from _common import REPO, RESULTS, machine, write_result
 from omegaconf import OmegaConf
 
 sys.path.insert(0, str(REPO))
@@ -81,7 +82,8 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("only", nargs="*", help="rows whose 'network profile dtype' has it")
+    parser.add_argument("only", nargs="*", help="re-run the rows whose 'network profile dtype' "
+                        "has it (the others keep their last figures)")
     parser.add_argument("--quick", action="store_true", help="the first two rows only")
     args = parser.parse_args()
     pairs = load_pairs(args.only)
@@ -94,6 +96,15 @@ def main() -> None:
             r = rows[-1]
             print(f"{r['network']} {r['profile']} {r['dtype']} ({r['role']}): "
                   + ", ".join(f"{k} {v:.2f}" for k, v in r["ratio"].items()), flush=True)
+    if args.only:  # some rows re-run: the others keep their last figures
+        def key(r: dict) -> tuple:
+            return r["network"], r["profile"], r["dtype"]
+        done = {key(r) for r in rows}
+        saved = RESULTS / "llm_agreement.json"
+        kept = json.loads(saved.read_text())["rows"] if saved.is_file() else []
+        order = {key(p): i for i, p in enumerate(load_pairs([]))}
+        rows = sorted([r for r in kept if key(r) not in done and key(r) in order] + rows,
+                      key=lambda r: order[key(r)])
     write_result("llm_agreement", markdown(rows), {"machine": machine(), "rows": rows})
 
 

@@ -1,7 +1,7 @@
 """RKNN-Toolkit2's compile-time estimate of single layers, per target chip: where a Rockchip
 profile's array numbers come from.
 
-    python benchmarks/rknn_layers.py [TARGET ...]        # default: rk3588 rk3576
+    python benchmarks/rknn_layers.py [TARGET ...]   # default: rk3588 rk3568 rk3576 rk3562
 
 Each probe is a one-layer ONNX network built for the target by RKNN-Toolkit2 2.5.0
 (``benchmarks/.venv-rknn``, as ``rknn_estimate.py`` installs it); the layer table's
@@ -106,7 +106,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    targets = sys.argv[1:] or ["rk3588", "rk3568", "rk3576"]
+    targets = sys.argv[1:] or ["rk3588", "rk3568", "rk3576", "rk3562"]
     with tempfile.TemporaryDirectory() as tmp:
         rows = [estimate(t, name, Path(tmp)) for t in targets for name in PROBES]
     text = markdown(rows)

@@ -27,6 +27,7 @@ from hardware.kernel_cost import (  # re-exported: the names callers price kerne
     default_tiling,
     latency_cycles,
     operand_bytes,
+    overlaps_dma,
     sram_port_cycles,
 )
 from hardware.memory import Tiling
@@ -77,7 +78,7 @@ def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
     budget = int(profile.sram.size_kb * 1024) if sram_bytes is None else sram_bytes
     channels = dram_channels(profile, FEATURE_MAPS, work)
     return search(g.m, g.n, g.k, g.groups, sizes, act_w, wt_w, acc_w, budget,
-                  profile.dma.double_buffering, bytes_per_cycle(profile),
+                  overlaps_dma(g, profile), bytes_per_cycle(profile),
                   latency_cycles(profile), est.cycles, objective,
                   profile.energy.dram_pj_per_byte,
                   floor_cycles=sram_port_cycles(work, precision, profile, channels),

@@ -97,9 +97,9 @@ class MacArray:
     # each must hold rows x cols PEs
     shapes: list[list[int]] = field(default_factory=list)
     # a GEMM of at most this many rows (a matrix-vector product: a fully connected layer,
-    # a language model's decode step) streams this many through each weight fold and pays
-    # no fill or drain (RKNN-Toolkit2's estimate of 1..16-row fully connected layers);
-    # 0: every GEMM is SCALE-Sim's systolic time
+    # a language model's decode step) streams this many through each weight fold, pays
+    # no fill or drain, and its weight stream overlaps its compute (RKNN-Toolkit2's
+    # estimate of 1..16-row fully connected layers); 0: every GEMM is SCALE-Sim's time
     matvec_rows: int = bounded(0, NON_NEGATIVE, plausible=(0, 256))
 
 

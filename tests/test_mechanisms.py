@@ -194,7 +194,7 @@ def test_the_rk3576_profile_reproduces_rknn_s_estimate_of_its_probes():
         assert rknn[probe] <= kernel["cost"]["compute_cycles"] <= 1.06 * rknn[probe], probe
 
 
-@pytest.mark.parametrize("target", ["rk3588", "rk3568", "rk3576"])
+@pytest.mark.parametrize("target", ["rk3588", "rk3568", "rk3576", "rk3562"])
 @pytest.mark.parametrize("probe, rows, precision", [
     ("fc_m1", 1, "int8"), ("fc_m8", 8, "int8"), ("fc_m16", 16, "int8"),
     ("fc_m1_fp16", 1, "fp16")])
@@ -210,6 +210,26 @@ def test_a_matrix_vector_product_costs_rknn_s_sixteen_rows(target, probe, rows, 
                 "y", [weight])
     kernel = compile_graph(net, profile, COMPILE, precision, precision)["kernels"][0]
     assert kernel["cost"]["compute_cycles"] == rknn[probe]
+
+
+def test_the_rk3562_profile_reproduces_rknn_s_estimate_of_its_probes():
+    """rk3562.yaml was written from RKNN-Toolkit2's rk3562 estimate: the array, the output
+    stage, the per-tap atom and the depthwise engine reproduce its NPU cycles, but for the
+    systolic fill and drain of each fold (as on the other Rockchip profiles)."""
+    rows = json.loads((REPO / "benchmarks" / "results" / "rknn_layers.json").read_text())
+    rknn = {r["probe"]: r["npu_cycles"] for r in rows if r["target"] == "rk3562"}
+    profile = _profile("rk3562")
+    specs = {"deep_1x1": (128, 128, 1, 12, 160, 1, "int8"),
+             "deep_1x1_fp16": (128, 128, 1, 12, 160, 1, "fp16"),
+             "thin_1x1": (16, 32, 1, 240, 240, 1, "int8"),
+             "dw_3x3": (48, 48, 3, 120, 120, 48, "int8"),
+             "dw_3x3_fp16": (48, 48, 3, 120, 120, 48, "fp16")}
+    for probe, (cin, cout, k, h, w, group, precision) in specs.items():
+        weight = numpy_helper.from_array(np.ones((cout, cin // group, k, k), np.float32), "w")
+        net = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="c", group=group,
+                                      pads=[(k - 1) // 2] * 4)], [1, cin, h, w], "y", [weight])
+        kernel = compile_graph(net, profile, COMPILE, precision, precision)["kernels"][0]
+        assert rknn[probe] <= kernel["cost"]["compute_cycles"] <= 1.06 * rknn[probe], probe
 
 
 def test_every_pair_says_if_it_was_fitted_and_what_kind_of_figure_it_is():

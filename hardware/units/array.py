@@ -16,6 +16,7 @@ from hardware.kernel_cost import (
     default_tiling,
     latency_cycles,
     operand_bytes,
+    overlaps_dma,
     sram_port_cycles,
 )
 from hardware.memory import gemm_traffic, sram_footprint, tiled_cycles
@@ -48,14 +49,14 @@ class ArrayUnit(Unit):
                               where.weight_bytes)
         traffic = gemm_traffic(gemm, tiling, sizes)
         channels = dram_channels(profile, FEATURE_MAPS, work)
-        memory, body = tiled_cycles(est.cycles, traffic, profile.dma.double_buffering,
+        streamed = overlaps_dma(gemm, profile)
+        memory, body = tiled_cycles(est.cycles, traffic, streamed,
                                     bytes_per_cycle(profile), latency_cycles(profile),
                                     sram_port_cycles(work, precision, profile, channels),
                                     channels)
         acc = sram_accesses(gemm, *array_shape(gemm, profile, precision), arr.dataflow)
         sram = acc.ifmap_reads * act_w + acc.filter_reads * wt_w + acc.ofmap_writes * acc_w
-        footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w,
-                                   profile.dma.double_buffering)
+        footprint = sram_footprint(tiling, gemm, act_w, wt_w, acc_w, streamed)
         return KernelCost(
             unit=ARRAY, precision=precision, macs=work.macs, compute_cycles=est.cycles,
             memory_cycles=memory, overhead_cycles=profile.dispatch_cycles,
