@@ -31,6 +31,10 @@ BENCHMARKS = [
      "Does npuflow's whole-network latency hold against real boards (RK3588, Coral Edge "
      "TPU) and Arm's Vela, on the published pairs in benchmarks/silicon/published.yaml?",
      False),
+    ("llm_agreement", "Language models against rknn-llm's boards",
+     "Time to first token, tokens per second and memory of language models from their "
+     "configs (w8a8, w4a16, w4a16_g128) against rknn-llm's published RK3588, RK3576 and "
+     "RK3562 figures, check rows and fit rows apart.", True),
     ("calibrate_rk3588", "Calibrating rk3588 on published RK3588 figures",
      "Fitted on rknn_model_zoo's single-core table with each network held out once: does "
      "calibration improve the prediction of a network it did not see?", False),

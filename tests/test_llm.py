@@ -44,6 +44,17 @@ def test_exporters_own_key_names_give_the_same_spec():
     assert (glm.num_kv_heads, glm.head_dim) == (2, 16)
 
 
+def test_a_plain_mlp_family_is_read_with_its_own_defaults():
+    """GPT-2's config.json: its own key names, no gate, the MLP 4x wide when n_inner is
+    null, GELU from activation_function; the parameters are HF's less the learned
+    positions and biases npuflow does not build (124,439,808 - 888,576)."""
+    gpt2 = spec.from_hf({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+                         "n_inner": None, "vocab_size": 50257,
+                         "activation_function": "gelu_new"}, "gpt2")
+    assert (gpt2.intermediate_size, gpt2.gated_mlp, gpt2.activation) == (3072, False, "gelu")
+    assert gpt2.params() == 123551232
+
+
 @pytest.mark.parametrize("hf, key", [
     ({k: v for k, v in TINY.items() if k != "hidden_size"}, "hidden_size"),
     ({**TINY, "num_key_value_heads": 3}, "num_key_value_heads"),

@@ -30,6 +30,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "vocab_size": ("vocab_size", "padded_vocab_size"),
 }
 GELU_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+# families whose MLP is up -> activation -> down (no gate); their width defaults to 4x
+PLAIN_MLP = ("gpt2", "gpt_neox", "opt", "phi", "gptj", "gpt_bigcode", "falcon", "bloom",
+             "mpt", "codegen", "starcoder2")
 LIMIT = 1 << 20  # no dimension of a 2026 language model is a million wide
 
 
@@ -106,8 +109,12 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
     if not isinstance(hf, dict):
         raise UserError(f"{where}: expected a JSON object (a config.json), got "
                         f"{type(hf).__name__}")
+    kind = str(hf.get("model_type", "")).lower()
+    plain = kind in PLAIN_MLP
     size = {f: _positive(where, *_pick(hf, f, where)) for f in
-            ("hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size")}
+            ("hidden_size", "num_layers", "num_heads", "vocab_size")}
+    size["intermediate_size"] = _positive(where, *_pick(
+        hf, "intermediate_size", where, 4 * size["hidden_size"] if plain else None))
     kv_key, kv = _pick(hf, "num_kv_heads", where, size["num_heads"])
     kv = _positive(where, kv_key, kv)
     if size["num_heads"] % kv:
@@ -115,8 +122,8 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
                         f"({size['num_heads']}): each key/value head serves a whole group")
     hd_key, head_dim = _pick(hf, "head_dim", where, size["hidden_size"] // size["num_heads"])
     head_dim = _positive(where, hd_key, head_dim)
-    kind = str(hf.get("model_type", "")).lower()
-    act = str(hf.get("hidden_act") or hf.get("hidden_activation") or "silu").lower()
+    act = str(hf.get("hidden_act") or hf.get("hidden_activation")
+              or hf.get("activation_function") or ("gelu" if plain else "silu")).lower()
     if act not in ("silu", "swish", *GELU_ACTS):
         raise UserError(f"{where}: 'hidden_act' {act!r} is not one npuflow builds "
                         f"(silu, swish, {', '.join(GELU_ACTS)})")
@@ -132,7 +139,7 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
         attention_bias=bool(hf.get("attention_bias", kind == "qwen2")
                             or hf.get("add_qkv_bias", False)),
         qk_norm=kind == "qwen3", sandwich_norm=kind.startswith("gemma2"),
-        gated_mlp=kind not in ("gpt2", "gpt_neox", "opt"),
+        gated_mlp=not plain,
         activation="gelu" if act in GELU_ACTS else "silu")
 
 
