@@ -10,9 +10,9 @@ from pathlib import Path
 from omegaconf import DictConfig
 from rich.table import Table
 
-from hardware.profile import profile_from_config
+from hardware.profile import HardwareProfile, profile_from_config
 from pipeline.artifacts import read_csv, write_json, write_text
-from pipeline.compiler.plan import read_plan
+from pipeline.compiler.plan import Plan, read_plan
 from pipeline.errors import UserError
 from pipeline.llm import phases
 from pipeline.llm import source as llm_source
@@ -20,7 +20,7 @@ from pipeline.reports.terminal import CONSOLE
 from pipeline.simulator import plots, report, sustained
 from pipeline.simulator.metrics import band_sentence, breakdown_ms, inference_metrics
 from pipeline.simulator.replay import FrameCosts, build, dma_lane
-from pipeline.simulator.timeline import critical_path, schedule
+from pipeline.simulator.timeline import Task, critical_path, schedule
 from pipeline.simulator.trace import chrome_trace
 from pipeline.stages.base import Stage, StageInputs, StageResult
 
@@ -104,8 +104,8 @@ class SimulateStage(Stage):
         return StageResult(metrics)
 
     @staticmethod
-    def _llm(inputs: StageInputs, cfg: DictConfig, plan, profile, metrics: dict,
-             out_dir: Path) -> dict[str, list]:
+    def _llm(inputs: StageInputs, cfg: DictConfig, plan: Plan, profile: HardwareProfile,
+             metrics: dict, out_dir: Path) -> dict[str, list[Task]]:
         """A language model's prefill / decode metrics and ``llm.json`` (pipeline/llm);
         its ``latency_ms`` is then the mean time per generated token, and the CNN check
         pairs' band does not apply. Returns the phases' tasks for the trace."""
