@@ -87,14 +87,20 @@ def norm(g: GraphBuilder, x: str, gain: str, zero: str) -> str:
     return g._node("LayerNormalization", [x, gain, zero], g.shape[x], axis=-1, epsilon=1e-6)
 
 
+def rope_tables(d: int, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of the rotary angles at positions ``start .. start + count - 1``
+    (base 10000, the two halves of a head sharing each frequency)."""
+    inv = 1.0 / (10000 ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    angles = np.outer(np.arange(start, start + count), inv)
+    angles = np.concatenate([angles, angles], axis=1)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
 def _rope(g: GraphBuilder, x: str, start: int) -> str:
     """``x * cos + rotate_half(x) * sin`` at positions ``start ..`` (x: [1, heads, S, d])."""
     _, _, s, d = g.shape[x]
-    inv = 1.0 / (10000 ** (np.arange(0, d, 2, dtype=np.float64) / d))
-    angles = np.outer(np.arange(start, start + s), inv)
-    angles = np.concatenate([angles, angles], axis=1)
-    cos = g.const("rope_cos", np.cos(angles).astype(np.float32))
-    sin = g.const("rope_sin", np.sin(angles).astype(np.float32))
+    cos_table, sin_table = rope_tables(d, start, s)
+    cos, sin = g.const("rope_cos", cos_table), g.const("rope_sin", sin_table)
     first, second = g.split(x, [d // 2, d // 2], axis=-1)
     rotated = g.concat([g._node("Neg", [second], g.shape[second]), first], axis=-1)
     return g.add(g.mul(x, cos), g.mul(rotated, sin))

@@ -48,8 +48,9 @@ def _io_conversion(kernel: Kernel, plan: Plan) -> bool:
     return bool(edge) and set(kernel.op_types) <= {"Cast", "Identity"}
 
 
-def phase_tasks(plan: Plan, profile: HardwareProfile, phase: str) -> list[Task]:
-    """One phase's kernels and the hand-overs inside it, scheduled (graph I/O left out)."""
+def phase_tasks(plan: Plan, profile: HardwareProfile, phase: str) -> tuple[list[Task], int]:
+    """One phase's kernels and the hand-overs inside it, scheduled (graph I/O left out),
+    and their makespan in cycles."""
     kernels = [k for k in plan.kernels
                if k.name.startswith(f"{phase}/") and not _io_conversion(k, plan)]
     ids = {k.id for k in kernels}
@@ -57,12 +58,7 @@ def phase_tasks(plan: Plan, profile: HardwareProfile, phase: str) -> list[Task]:
     transfers = [t for t in plan.transfers if t.source in ids and t.to in ids]
     sub = dataclasses.replace(plan, kernels=kernels, transfers=transfers)
     tasks, _ = frame_tasks(sub, profile, 0, 0, [])
-    schedule(tasks)
-    return tasks
-
-
-def _makespan(tasks: list[Task]) -> int:
-    return max((t.end for t in tasks), default=0) - min((t.start for t in tasks), default=0)
+    return tasks, schedule(tasks)
 
 
 @dataclass(frozen=True)
@@ -113,9 +109,10 @@ def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, n
     """The language-model metrics and the per-phase breakdown (``llm.json``), and each
     phase's scheduled tasks for the trace."""
     hz = profile.frequency_mhz * 1e6
-    tasks = {p: phase_tasks(plan, profile, p) for p in (*BLOCK_PHASES, "lm_head")}
-    block = {p: _makespan(tasks[p]) for p in BLOCK_PHASES}
-    head = chunks * _makespan(tasks["lm_head"])
+    scheduled = {p: phase_tasks(plan, profile, p) for p in (*BLOCK_PHASES, "lm_head")}
+    tasks = {p: t for p, (t, _) in scheduled.items()}
+    block = {p: scheduled[p][1] for p in BLOCK_PHASES}
+    head = chunks * scheduled["lm_head"][1]
     sampling = math.ceil(host_seconds(spec.vocab_size, 4 * spec.vocab_size, profile.host) * hz)
     first, last = block["decode_first"], block["decode_last"]
     steps = [spec.num_layers * (first + (last - first) * j / max(new - 1, 1)) + head + sampling

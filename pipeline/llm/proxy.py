@@ -46,13 +46,6 @@ def corpus() -> tuple[np.ndarray, np.ndarray]:
     return data[:cut], data[cut:]
 
 
-def _rope(d: int, positions: int) -> tuple[np.ndarray, np.ndarray]:
-    inv = 1.0 / (10000 ** (np.arange(0, d, 2, dtype=np.float64) / d))
-    angles = np.outer(np.arange(positions), inv)
-    angles = np.concatenate([angles, angles], axis=1)
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-
-
 def init(seed: int = 0) -> dict[str, Any]:
     """The proxy's parameters before training (torch, seeded)."""
     import torch
@@ -86,7 +79,7 @@ def forward(p: dict[str, Any], tokens: Any) -> Any:
 
     s, h, d = SPEC, SPEC.hidden_size, SPEC.head_dim
     group = s.num_heads // s.num_kv_heads
-    cos, sin = (torch.from_numpy(a) for a in _rope(d, SEQ))
+    cos, sin = (torch.from_numpy(a) for a in llm_graph.rope_tables(d, 0, SEQ))
     mask = torch.triu(torch.full((SEQ, SEQ), llm_graph.MASKED), diagonal=1)
 
     def rot(x: torch.Tensor) -> torch.Tensor:
