@@ -269,5 +269,8 @@ def main() -> None:
             _exit_if_user_error(stop.error)
             raise
         except Exception as exc:
+            stopped = interrupt.pending()  # outside a stage, turned into a library's error
+            if stopped is not None:
+                interrupt.exit_for(stopped)
             _exit_if_user_error(exc)
             raise

@@ -50,8 +50,16 @@ def _handle(signum: int, frame: FrameType | None) -> None:
 
 def check() -> None:
     """Raise :class:`Interrupted` if a signal arrived (even if a library swallowed it)."""
-    if _received:
-        raise Interrupted(_received[0])
+    stopped = pending()
+    if stopped is not None:
+        raise stopped
+
+
+def pending() -> Interrupted | None:
+    """The interrupt a signal recorded, if one arrived: a library that catches everything
+    (OmegaConf wraps what it meets into its own config errors) may have turned it into an
+    exception of its own, which is then the interrupt and not that error."""
+    return Interrupted(_received[0]) if _received else None
 
 
 @contextlib.contextmanager

@@ -129,6 +129,12 @@ def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
     except interrupt.Interrupted as exc:
         exc.where = exc.where or f"stage {name}"
         raise
+    except Exception as exc:
+        stopped = interrupt.pending()  # a library turned the interrupt into its own error
+        if stopped is None:
+            raise
+        stopped.where = f"stage {name}"
+        raise stopped from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
