@@ -4,6 +4,7 @@ decode timed from the compiled phases, weight-only int4 stored as int4, memory a
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from omegaconf import OmegaConf
 from pipeline import api
 from pipeline.errors import UserError
 from pipeline.llm import graph, phases, spec
+from pipeline.optimizer import library_passes, registry
 from pipeline.quantization import schemes
 
 CONF = Path(__file__).resolve().parent.parent / "conf" / "model"
@@ -89,6 +91,31 @@ def test_the_phases_graph_runs_and_its_prefill_is_causal():
     again = dict(zip(names, session.run(None, later), strict=True))
     assert np.allclose(out[prefill_out][0, :-1], again[prefill_out][0, :-1], atol=1e-5)
     assert not np.allclose(out[prefill_out][0, -1], again[prefill_out][0, -1])
+
+
+@pytest.mark.parametrize("hf", [
+    TINY,
+    {**TINY, "model_type": "qwen2"},                       # q/k/v biases
+    {**TINY, "model_type": "qwen3", "head_dim": 32},       # q/k norms
+    {**TINY, "model_type": "gemma2", "hidden_activation": "gelu_pytorch_tanh"},  # sandwich
+    {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 500},
+], ids=["llama", "qwen2", "qwen3", "gemma2", "gpt2"])
+def test_the_graph_is_built_as_the_cleanup_passes_leave_it(hf):
+    """optimize=llm (model=llm's choice) skips onnxslim and onnxruntime's basic level: on
+    the builder's graph they would fold, fuse or delete nothing (onnxruntime moves one
+    transpose across the rotary product, the same count), and npuflow's own passes return
+    it untouched, so optimize never rewrites a language model's weights."""
+    model = graph.build(spec.from_hf(hf, "t"), 8, 4, seed=0)
+    ops = Counter(n.op_type for n in model.graph.node)
+    weights = {i.name for i in model.graph.initializer}
+    for library in (library_passes.onnxslim_pass, library_passes.ort_basic_pass):
+        cleaned = library(model)
+        assert Counter(n.op_type for n in cleaned.graph.node) == ops, library.__name__
+        assert weights <= {i.name for i in cleaned.graph.initializer}, library.__name__
+    passes = OmegaConf.load(CONF.parent / "optimize" / "llm.yaml").passes
+    assert passes and not {"onnxslim", "ort_basic"} & set(passes)
+    for name in passes:
+        assert registry.resolve(name, 0)[1](model) is model, name
 
 
 @pytest.mark.parametrize("group", [0, 16])

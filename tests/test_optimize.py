@@ -219,6 +219,9 @@ def test_shape_inference_on_the_skeleton_equals_the_full_model(name):
         **{i.name: list(i.dims) for i in model.graph.initializer}}
     full = onnx.shape_inference.infer_shapes(model).graph.value_info
     assert list(onnx.shape_inference.infer_shapes(skeleton).graph.value_info) == list(full)
+    # what export saves: the model with the inference written in, byte for byte
+    expected = onnx.shape_inference.infer_shapes(model, data_prop=True).SerializeToString()
+    assert graph_edit.infer_shapes(model).SerializeToString() == expected
 
 
 def test_a_pass_that_changes_nothing_hands_back_the_verified_model(tmp_path):

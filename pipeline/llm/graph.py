@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from pipeline.llm.spec import LlmSpec, lm_head_chunks
+from pipeline.optimizer import npu_passes
 from pipeline.zoo.builder import GraphBuilder
 
 PHASES = ("prefill", "decode_first", "decode_last", "lm_head")
@@ -57,8 +58,7 @@ class Weights:
             shapes["gate"] = (h, i)
         order = ["q", "k", "v", "o", "up", "gate", "down", "head"]
         matrices = {n: g.const(f"w_{'lm_head' if n == 'head' else n}",
-                               (g.rng.standard_normal(shapes[n]) / math.sqrt(shapes[n][0]))
-                               .astype(np.float32)) for n in order if n in shapes}
+                               _scaled_normal(g.rng, shapes[n])) for n in order if n in shapes}
         names = ["attn_norm", "mlp_norm"] + (["post_attn_norm", "post_mlp_norm"]
                                              if spec.sandwich_norm else [])
         names += ["q_norm", "k_norm"] if spec.qk_norm else []
@@ -67,8 +67,9 @@ class Weights:
         gains["final_norm"] = g.const("final_norm", np.ones(h, np.float32))
         made = cls(g, spec, matrices, gains, g.const("norm_bias", np.zeros(h, np.float32)))
         if spec.attention_bias:
-            made.bias = {name: g.const(f"b_{name}", np.zeros((1, heads, 1, spec.head_dim),
-                                                              np.float32))
+            # small seeded values: an all-zero bias is an Add the graph libraries delete
+            made.bias = {name: g.const(f"b_{name}", _scaled_normal(
+                g.rng, (1, heads, 1, spec.head_dim), scale=0.02))
                          for name, heads in (("q", spec.num_heads), ("k", spec.num_kv_heads),
                                              ("v", spec.num_kv_heads))}
         return made
@@ -81,6 +82,21 @@ class Weights:
                     for n in ("q", "k", "v", "o", "gate", "up", "down") if n in arrays}
         gains = {n: g.const(n, arrays[n].astype(np.float32)) for n in ("attn_norm", "mlp_norm")}
         return cls(g, spec, matrices, gains, zero_h)
+
+
+def _scaled_normal(rng: np.random.Generator, shape: tuple[int, ...],
+                   scale: float | None = None) -> np.ndarray:
+    """Normal in float32 times ``scale`` (default 1/sqrt(fan-in)), in place: a 4B model's
+    block is 0.4 GB, so no float64 draw and no copies."""
+    array = rng.standard_normal(shape, dtype=np.float32)
+    array *= np.float32(scale if scale is not None else 1.0 / math.sqrt(shape[0]))
+    return array
+
+
+def _reshape(g: GraphBuilder, x: str, shape: tuple[int, ...]) -> str:
+    """A Reshape, or ``x`` itself when it has the shape already (one query head per key
+    head): no node a cleanup pass would only delete."""
+    return x if g.shape[x] == tuple(shape) else g.reshape(x, shape)
 
 
 def norm(g: GraphBuilder, x: str, gain: str, zero: str) -> str:
@@ -107,8 +123,11 @@ def _rope(g: GraphBuilder, x: str, start: int) -> str:
 
 
 def _heads(g: GraphBuilder, x: str, heads: int, d: int) -> str:
-    """[1, S, heads * d] -> [1, heads, S, d]."""
+    """[1, S, heads * d] -> [1, heads, S, d] (one position: a Reshape alone, the form
+    onnxslim would leave)."""
     s = g.shape[x][1]
+    if s == 1:
+        return g.reshape(x, (1, heads, 1, d))
     return g.transpose(g.reshape(x, (1, s, heads, d)), (0, 2, 1, 3))
 
 
@@ -138,7 +157,7 @@ def block_body(g: GraphBuilder, w: Weights, spec: LlmSpec, x: str, seq: int, pas
         k, v = g.concat([cache[0], k], axis=2), g.concat([cache[1], v], axis=2)
     context = past + seq
     # grouped-query attention: a key/value head's query heads stacked on the rows
-    q = g.reshape(q, (1, kvh, group * seq, d))
+    q = _reshape(g, q, (1, kvh, group * seq, d))
     scores = g.scale(g.matmul(q, g.transpose(k, (0, 1, 3, 2))), 1.0 / math.sqrt(d))
     if seq > 1:  # causal: position i sees positions <= past + i
         rows = np.tile(np.arange(seq), group)[:, None] + past
@@ -147,7 +166,9 @@ def block_body(g: GraphBuilder, w: Weights, spec: LlmSpec, x: str, seq: int, pas
         mask = np.where(np.arange(context)[None, :] > rows, MASKED, 0.0).astype(np.float32)
         scores = g.add(scores, g.const("causal_mask", mask))
     attended = g.matmul(g.softmax(scores, axis=-1), v)
-    attended = g.transpose(g.reshape(attended, (1, spec.num_heads, seq, d)), (0, 2, 1, 3))
+    if seq > 1:  # [1, heads, S, d] -> [1, S, heads, d]; one position needs no transpose
+        attended = g.transpose(_reshape(g, attended, (1, spec.num_heads, seq, d)),
+                               (0, 2, 1, 3))
     out = g.matmul(g.reshape(attended, (1, seq, spec.q_size)), w.o)
     if spec.sandwich_norm:
         out = norm(g, out, w.norms["post_attn_norm"], w.zero_h)
@@ -195,4 +216,31 @@ def build(spec: LlmSpec, prompt_tokens: int, new_tokens: int, seed: int) -> onnx
     g.prefix = ""
     model = g.build()
     model.ir_version = 10  # what opset 21 needs (the builder caps zoo models at 9)
+    # the activations as optimize would leave them (fused, or annotated where the opset has
+    # no such op): optimize=llm then changes nothing and never rewrites the weights
+    return _share_constants(npu_passes.fuse_gelu(npu_passes.fuse_silu(model)))
+
+
+def _share_constants(model: onnx.ModelProto, limit: int = 1 << 16) -> onnx.ModelProto:
+    """One initializer per distinct small constant (each phase builds its own shapes, scales
+    and rotary tables; a query's and a key's tables are the same): what a cleanup pass's
+    deduplication would leave; one no node reads any more (a fused GELU's) is dropped.
+    Weights, larger than ``limit`` elements, are all distinct."""
+    first: dict[tuple, str] = {}
+    renamed: dict[str, str] = {}
+    read = {name for node in model.graph.node for name in node.input}
+    dropped = []
+    for index, init in enumerate(model.graph.initializer):
+        if init.name in read and math.prod(init.dims) <= limit:
+            key = (init.data_type, tuple(init.dims), init.raw_data)
+            if key in first:
+                renamed[init.name] = first[key]
+            else:
+                first[key] = init.name
+        if init.name not in read or init.name in renamed:
+            dropped.append(index)
+    for index in reversed(dropped):  # in place: the weights are never copied
+        del model.graph.initializer[index]
+    for node in model.graph.node:
+        node.input[:] = [renamed.get(name, name) for name in node.input]
     return model

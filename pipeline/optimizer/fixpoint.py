@@ -23,6 +23,7 @@ model they had just produced, and deep-copied the model for each pass. Now:
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,22 +53,28 @@ class Step:
         return self.after is not self.before
 
 
-@dataclass
 class Verifier:
-    """The export's outputs on seeded inputs, and the tolerance a model is held to."""
-    feeds: list[dict]
-    expected: list[list[np.ndarray]]
-    tolerance: float
-    abs_tolerance: float
+    """The export's outputs on seeded inputs, and the tolerance a model is held to. The
+    outputs are computed on first use: a pass list that changes nothing (a graph built
+    clean) costs no onnxruntime session."""
+
+    def __init__(self, original: onnx.ModelProto, seed: int, tolerance: float,
+                 abs_tolerance: float) -> None:
+        self.original, self.seed = original, seed
+        self.tolerance, self.abs_tolerance = tolerance, abs_tolerance
 
     @classmethod
     def of(cls, original: onnx.ModelProto, seed: int, tolerance: float,
            abs_tolerance: float) -> Verifier:
-        feeds, expected = reference_outputs(original, seed)
-        return cls(feeds, expected, tolerance, abs_tolerance)
+        return cls(original, seed, tolerance, abs_tolerance)
+
+    @functools.cached_property
+    def _reference(self) -> tuple[list[dict], list[list[np.ndarray]]]:
+        return reference_outputs(self.original, self.seed)
 
     def difference(self, model: onnx.ModelProto | bytes, where: str) -> Difference:
-        return compare(model, self.feeds, self.expected, where)
+        feeds, expected = self._reference
+        return compare(model, feeds, expected, where)
 
     def check(self, model: onnx.ModelProto | bytes, name: str) -> Difference:
         """The difference, or the error naming pass ``name`` when it is out of tolerance."""
@@ -85,8 +92,9 @@ class Verifier:
 class Round:
     number: int
     steps: list[Step]
-    error: Difference
+    error: Difference  # the round's model against the export (the last known, if unchanged)
     verify_seconds: float
+    verified: bool  # False: no pass changed the model, there was nothing to run
 
 
 def apply(name: str, fn: Pass, model: onnx.ModelProto, pure: bool
@@ -156,7 +164,8 @@ def run_passes(model: onnx.ModelProto, passes: list[tuple[str, Pass, bool]], max
         t0 = time.perf_counter()
         if model is not start:
             current = _verify_round(steps, model, data, verifier, number)
-        rounds.append(Round(number, steps, current, time.perf_counter() - t0))
+        rounds.append(Round(number, steps, current, time.perf_counter() - t0,
+                            verified=model is not start))
         if len(model.graph.node) == len(start.graph.node):
             break
     return model, rounds

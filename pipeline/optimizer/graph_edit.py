@@ -72,6 +72,19 @@ def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+def infer_shapes(model: onnx.ModelProto, data_prop: bool = True) -> onnx.ModelProto:
+    """``model`` given what onnx's shape inference finds, computed on its skeleton (the same
+    inputs, outputs and value_info, byte for byte; tests/test_optimize.py) and written into
+    it in place: inference on the model itself copies every weight across to C++ and back
+    (1.9 s of a 4B language model's 0.4 GB block, 0.2 s this way)."""
+    shaped = onnx.shape_inference.infer_shapes(skeleton(model), data_prop=data_prop).graph
+    for field in ("input", "output", "value_info"):
+        mine = getattr(model.graph, field)
+        del mine[:]
+        mine.extend(getattr(shaped, field))
+    return model
+
+
 WEIGHT_STUB_ELEMENTS = 1 << 16  # a graph-only pass may read biases and scalars, not weights
 
 

@@ -82,15 +82,20 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+def weight_bytes(model: onnx.ModelProto) -> int:
+    return sum(len(i.raw_data) for i in model.graph.initializer)
+
+
 def check(model: onnx.ModelProto, copies: int, step: str, reduce: str,
-          extra_bytes: int = 0) -> None:
+          extra_bytes: int = 0, weights: int | None = None) -> None:
     """Refuse when ``copies`` inferences' tensors (plus ``extra_bytes``) exceed what the
-    machine has available."""
+    machine has available. ``weights``: the weights' bytes when ``model`` is a
+    skeleton carrying the shapes only (``graph_edit.skeleton``)."""
     sizes = tensors(model)
     if not sizes:
         return
     one = sum(s.bytes for s in sizes)
-    weights = sum(len(i.raw_data) for i in model.graph.initializer)
+    weights = weight_bytes(model) if weights is None else weights
     need = one * copies + weights + extra_bytes
     have = available_bytes()
     if need <= have:

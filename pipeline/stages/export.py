@@ -8,11 +8,11 @@ from pathlib import Path
 
 import onnx
 from omegaconf import DictConfig
-from onnx import shape_inference
 
 from ops.load import from_onnx
 from pipeline import model_source, onnx_io
 from pipeline.artifacts import file_digest, write_json
+from pipeline.optimizer import graph_edit
 from pipeline.reports.model_summary import summarize
 from pipeline.running import memory_budget
 from pipeline.stages.base import Stage, StageInputs, StageResult
@@ -42,7 +42,7 @@ class ExportStage(Stage):
         where = f"model.path '{m.path}'" if m.source == "onnx" else f"model '{m.name}'"
         model, exported = model_source.build_model(m, cfg.run.cache_dir)
         onnx_io.check_model(model, where)
-        model = shape_inference.infer_shapes(model, data_prop=True)
+        model = graph_edit.infer_shapes(model)
         memory_budget.check(model, 1, "export", model_source.ZOO_SIZE_KEYS
                             if m.source == "zoo" else "model.input_shape")
         # the reference run's session is the check that onnxruntime takes the model
@@ -91,6 +91,6 @@ class ExportStage(Stage):
             return
         where = f"model.float_path '{m.float_path}'"
         onnx_io.check_model(float_model, where)
-        float_model = shape_inference.infer_shapes(float_model, data_prop=True)
+        float_model = graph_edit.infer_shapes(float_model)
         onnx_io.reference_run(float_model, m.seed, 1, where)
         onnx_io.save_model(float_model, out_dir / model_source.FLOAT_FILE)

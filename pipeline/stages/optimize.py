@@ -46,14 +46,15 @@ def _report(rounds: list[Round]) -> tuple[list[dict], list[dict]]:
                "seconds": round(s.seconds, 4)}
               for r in rounds for s in r.steps]
     verified = [{"round": r.number, "max_abs_error": r.error.max_abs,
-                 "max_rel_error": r.error.max_rel, "verify_seconds": round(r.verify_seconds, 4)}
+                 "max_rel_error": r.error.max_rel, "verify_seconds": round(r.verify_seconds, 4),
+                 "verified": r.verified}
                 for r in rounds]
     return passes, verified
 
 
 class OptimizeStage(Stage):
     name = "optimize"
-    version = "2"  # report.json: per-round verification
+    version = "3"  # report.json: per-round verification, whether a round had any to do
     config_keys = ("optimize",)
     produces = frozenset({
         "nodes_after", "nodes_before", "optimize_max_abs_error", "optimize_patterns",
@@ -62,7 +63,8 @@ class OptimizeStage(Stage):
 
     def run(self, inputs: StageInputs, cfg: DictConfig, out_dir: Path) -> StageResult:
         opt = cfg.optimize
-        original = onnx.load(latest_model(inputs))
+        source = latest_model(inputs)
+        original = onnx.load(source)
         verifier = Verifier.of(original, cfg.run.seed, opt.tolerance, opt.abs_tolerance)
         passes = [(name, fn, isinstance(e, str) and name in PURE)
                   for i, e in enumerate(opt.passes) if enabled(e)
@@ -80,7 +82,10 @@ class OptimizeStage(Stage):
         model, rounds = run_passes(original, passes, opt.max_rounds, verifier, on_skip)
         report, verified = _report(rounds)
         worst = max((r.error.max_abs for r in rounds), default=0.0)
-        onnx_io.save_model(model, out_dir / "model.onnx")
+        if model is original and not onnx_io.external_data_files(source):
+            onnx_io.copy_file(source, out_dir / "model.onnx")  # no pass changed it
+        else:
+            onnx_io.save_model(model, out_dir / "model.onnx")
         patterns = count_patterns(model)
         write_json(out_dir / "report.json", {"passes": report, "rounds": verified,
                                              "skipped": skipped, "patterns": patterns,
@@ -108,6 +113,8 @@ class OptimizeStage(Stage):
             last = i + 1 == len(report) or report[i + 1]["round"] != r["round"]
             if last:
                 v = errors[r["round"]]
-                table.add_row("", "[dim]verified[/dim]", "", f"[dim]max abs error "
-                              f"{v['max_abs_error']:.2e}[/dim]", f"{v['verify_seconds']:.2f}")
+                result = f"max abs error {v['max_abs_error']:.2e}" if v["verified"] \
+                    else "unchanged: nothing to run"
+                table.add_row("", "[dim]verified[/dim]", "", f"[dim]{result}[/dim]",
+                              f"{v['verify_seconds']:.2f}")
         CONSOLE.print(table)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import onnx
 from omegaconf import DictConfig, OmegaConf
-from onnx import shape_inference
 
 from pipeline import metrics as metric_components
 from pipeline import onnx_io
@@ -20,6 +19,7 @@ from pipeline.artifacts import pyplot, save_figure, write_csv, write_json
 from pipeline.datasets import loaders
 from pipeline.errors import UserError
 from pipeline.llm import source as llm_source
+from pipeline.optimizer import graph_edit
 from pipeline.quantization import accuracy, as_is, auto, schemes, sensitivity
 from pipeline.quantization import layers as qlayers
 from pipeline.quantization.evaluation import Evaluator
@@ -243,8 +243,9 @@ class QuantizeStage(Stage):
         if scheme == "int8" and q.calibration.method != "minmax":
             copies = max(copies, cfg.data.calibration_size)
             knobs.append("data.calibration_size")
-        memory_budget.check(shape_inference.infer_shapes(model), copies, "quantize",
-                            ", ".join(knobs))
+        shapes = onnx.shape_inference.infer_shapes(graph_edit.skeleton(model))
+        memory_budget.check(shapes, copies, "quantize", ", ".join(knobs),
+                            weights=memory_budget.weight_bytes(model))
 
     @staticmethod
     def _auto(float_path: Path, cache: Path, q, tmp: Path, units, isolated, exclude, feeds,
