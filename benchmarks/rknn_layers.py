@@ -51,6 +51,10 @@ PROBES = {
     "fc_m16": ("rows: 1024 -> 1024 on 16 rows", (1024, 1024, 1, 1, 16, 1, 1), "int8"),
     "fc_m32": ("rows: 1024 -> 1024 on 32 rows", (1024, 1024, 1, 1, 32, 1, 1), "int8"),
     "fc_m1_fp16": ("rows: 1024 -> 1024 on 1 row, fp16", (1024, 1024, 1, 1, 1, 1, 1), "fp16"),
+    # a prefill's matrix product: Qwen2-0.5B's MLP up projection over a 128-token prompt
+    "fc_m128": ("prefill: 896 -> 4864 on 128 rows", (896, 4864, 1, 1, 128, 1, 1), "int8"),
+    "fc_m128_fp16": ("prefill: 896 -> 4864 on 128 rows, fp16", (896, 4864, 1, 1, 128, 1, 1),
+                     "fp16"),
 }
 
 

@@ -104,13 +104,15 @@ def array_shape(gemm: GemmShape, profile: HardwareProfile, precision: str
 
 def overlaps_dma(gemm: GemmShape, profile: HardwareProfile) -> bool:
     """Whether a GEMM's DRAM traffic streams behind its compute: where the DMA is double
-    buffered, and for a matrix-vector product on an array with ``matvec_rows``, whose
-    weights stream through once and whose activations are a few rows. RKNN-Toolkit2's
+    buffered, and for a matrix-vector product (``matvec_rows`` rows or fewer) where the
+    profile says so (``dma.matvec_overlap``): its weights stream through once and its
+    activations are a few rows. RKNN-Toolkit2's
     estimate of a fully connected layer is max(DDR, NPU) cycles (``fc_m*``, ``fc_4096``),
     and a decode step on the RK3588 boards reads its weights at 20-31 GB/s with the
     compute hidden (rknn-llm's benchmark.md), where the profile's convolutions take DDR
     plus NPU as those boards do for them."""
-    return profile.dma.double_buffering or 0 < gemm.m <= profile.mac_array.matvec_rows
+    return profile.dma.double_buffering or (
+        profile.dma.matvec_overlap and 0 < gemm.m <= profile.mac_array.matvec_rows)
 
 
 def matvec_compute(gemm: GemmShape, rows: int, cols: int, matvec_rows: int,

@@ -118,6 +118,9 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
         raise ProfileError(f"{prefix}.mac_array.depthwise",
                            "the depthwise engine cannot do more MACs per cycle (channels x "
                            "pixels x taps / step_cycles) than the array has PEs")
+    if profile.dma.matvec_overlap and profile.mac_array.matvec_rows <= 0:
+        raise ProfileError(f"{prefix}.dma.matvec_overlap", "needs a matrix-vector product: "
+                           "set mac_array.matvec_rows (the rows one streams)")
     if not any(getattr(profile.mac_array.throughput, p) > 0 for p in PRECISIONS):
         raise ProfileError(f"{prefix}.mac_array.throughput", "no precision runs on the array")
     if profile.weights.cache_kb > profile.sram.size_kb:

@@ -181,8 +181,13 @@ class Dma:
     """``double_buffering``: the convolution pipeline (the array and the depthwise engine)
     prefetches tile i+1 while it computes tile i, so a kernel takes max(compute, memory);
     without it the operands are loaded, then computed on: compute + memory. Streaming
-    units (vector, copy) read, compute and write as one pipeline either way."""
+    units (vector, copy) read, compute and write as one pipeline either way.
+    ``matvec_overlap``: a matrix-vector product (``mac_array.matvec_rows`` rows or fewer)
+    streams its weights behind its compute even without double buffering: they pass
+    through once and its activations are a few rows (RKNN-Toolkit2's estimate of a fully
+    connected layer is max(DDR, NPU) cycles where its convolutions are not)."""
     double_buffering: bool = MISSING
+    matvec_overlap: bool = False
 
 
 @dataclass

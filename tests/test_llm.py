@@ -169,13 +169,30 @@ def test_a_config_json_runs_the_five_stages_to_llm_metrics(runs):
     assert {"llm prefill block", "llm first decode block", "llm lm_head chunk"} <= names
 
 
-def test_memory_is_the_weights_as_stored_plus_the_cache(runs):
+def test_memory_is_the_weights_the_plan_holds_plus_the_cache(runs):
+    """One figure per weight: the memory's layers are the compiled block's kernels' held
+    bytes (at the precision: int8, int4 packed with a float32 scale per column, fp16), the
+    same bytes each decode step streams, and the plan's own total agrees."""
     s = spec.from_hf(TINY, "tiny")
-    for q, precision in (("w8a8", phases.Precision(8, 0)), ("w4a16", phases.Precision(4, 0)),
+    mats = [(64, 64), (64, 32), (64, 32), (64, 64), (64, 128), (64, 128), (128, 64)]
+    for q, precision in (("w8a8", phases.Precision(8, -1)), ("w4a16", phases.Precision(4, 0)),
                          ("fp16", phases.Precision(16, -1))):
-        m = runs[q].metrics
-        weights = sum(phases.weight_storage(s, precision).values())
-        assert m["memory_weights_mb"] * phases.MB == pytest.approx(weights)
+        result = runs[q]
+        plan = json.loads((result.run_dir / "compile" / "plan.json").read_text())
+        block = [k for k in plan["kernels"] if k["name"].startswith("decode_first/")]
+        matmuls = [k for k in block if k["gemm"] and k["weight_bytes"] > 64]
+        assert sum(k["weight_bytes"] for k in matmuls) == sum(
+            precision.matrix_bytes(r, c) for r, c in mats), q
+        for k in matmuls:  # streamed whole every step: the memory's bytes are the cost's
+            assert k["cost"]["weight_dram_bytes"] == k["weight_bytes"], (q, k["name"])
+        assert plan["memory"]["weight_bytes"] == sum(
+            k["weight_bytes"] for k in plan["kernels"] if k["target"] == "npu")
+        parts = json.loads((result.run_dir / "simulate" / "llm.json").read_text())[
+            "memory_bytes"]
+        assert parts["weights.layers"] == 3 * sum(k["weight_bytes"] for k in block)
+        m = result.metrics
+        assert m["memory_weights_mb"] * phases.MB == pytest.approx(
+            sum(v for k, v in parts.items() if k.startswith("weights.")))
         assert m["memory_kv_cache_mb"] * phases.MB == s.kv_bytes_per_token() * (16 + 4)
     mb = {q: runs[q].metrics["memory_weights_mb"] for q in runs}
     assert mb["w4a16"] < mb["w8a8"] < mb["fp16"]

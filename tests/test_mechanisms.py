@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from onnx import TensorProto, helper, numpy_helper
 
 from hardware.depthwise import engine_cycles
-from hardware.profile import load_profile
+from hardware.profile import ProfileError, load_profile
 from ops.load import from_onnx
 from ops.registry import work_of
 from ops.work import GemmShape
@@ -210,6 +210,33 @@ def test_a_matrix_vector_product_costs_rknn_s_sixteen_rows(target, probe, rows, 
                 "y", [weight])
     kernel = compile_graph(net, profile, COMPILE, precision, precision)["kernels"][0]
     assert kernel["cost"]["compute_cycles"] == rknn[probe]
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_matrix_vector_product_streams_its_weights_behind_its_compute(overlap):
+    """RKNN's fully connected layer takes max(DDR, NPU) cycles (fc_m1 on the rk3588:
+    44,763 DDR, 16,384 NPU, 44,763 total), its convolutions' operands load and then
+    compute: ``dma.matvec_overlap`` is that difference, separate from the 16-row floor."""
+    profile = _profile("rk3588")
+    profile = dataclasses.replace(profile, cores=1, dma=dataclasses.replace(
+        profile.dma, matvec_overlap=overlap))
+    weight = numpy_helper.from_array(np.ones((1024, 1024, 1, 1), np.float32), "w")
+    net = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [1, 1024, 1, 1],
+                "y", [weight])
+    cost = compile_graph(net, profile, COMPILE, "int8", "int8")["kernels"][0]["cost"]
+    assert cost["compute_cycles"] == 16_384  # the floor holds either way
+    both = (cost["compute_cycles"], cost["memory_cycles"])
+    assert cost["total_cycles"] - cost["overhead_cycles"] == (max(both) if overlap
+                                                              else sum(both))
+
+
+def test_overlap_without_a_matrix_vector_product_is_refused(tmp_path):
+    (tmp_path / "bad.yaml").write_text((CONF / "hardware" / "nvdla_small.yaml").read_text()
+                                       .replace("dma: {double_buffering: true}",
+                                                "dma: {double_buffering: true, "
+                                                "matvec_overlap: true}"))
+    with pytest.raises(ProfileError, match=r"dma\.matvec_overlap.*matvec_rows"):
+        load_profile(tmp_path / "bad.yaml")
 
 
 def test_the_rk3562_profile_reproduces_rknn_s_estimate_of_its_probes():

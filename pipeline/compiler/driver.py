@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from hardware.cost import WIDTHS, KernelCost
+from hardware.cost import KernelCost
 from hardware.memory import Tiling
 from hardware.profile import HardwareProfile
 from ops.graph import Graph
@@ -42,7 +42,7 @@ from pipeline.compiler.placement import (
     tensor_bytes,
 )
 from pipeline.compiler.plan import PLAN_VERSION
-from pipeline.compiler.weights import weight_dram_bytes
+from pipeline.compiler.weights import held_weight_bytes, weight_dram_bytes
 from pipeline.errors import UserError
 
 
@@ -210,6 +210,7 @@ class Layout:
     (SRAM or DRAM), the weights cached on chip and the DRAM bytes of the streamed ones."""
 
     buffers: list[memory_plan.Buffer]
+    weight_held: list[int]  # per kernel: its weights as held (weights.held_weight_bytes)
     weight_dram: list[int | None]
     cached: int
     sram_total: int
@@ -222,10 +223,11 @@ def layout(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
     act_budget = int(sram_total * cfg.memory.sram_fraction)
     buffers = memory_plan.plan(_buffers(decisions, graph),
                                ARENA_LIMIT.get(profile.sram.arena, act_budget))
+    held = [held_weight_bytes(d, graph) for d in decisions]
     weight_dram, cached = weight_dram_bytes(
         decisions, graph, profile, cfg.memory.weights,
-        sram_total - memory_plan.arena_peak(buffers, "sram"))
-    return Layout(buffers, weight_dram, cached, sram_total, act_budget)
+        sram_total - memory_plan.arena_peak(buffers, "sram"), held)
+    return Layout(buffers, held, weight_dram, cached, sram_total, act_budget)
 
 
 def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
@@ -236,8 +238,8 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
     price-independent plan entries, kept across calls)."""
     lay = fixed or layout(decisions, graph, profile, cfg)
     buffers, sram_total, act_budget = lay.buffers, lay.sram_total, lay.act_budget
-    weight_bytes = sum(d.work.held_weight_elems * WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
-                       for d in decisions if d.target == NPU)
+    weight_bytes = sum(held for d, held in zip(decisions, lay.weight_held, strict=True)
+                       if d.target == NPU)
     tile_budget = max(sram_total - act_budget, 0)
     where = {b.tensor: b for b in buffers}
     producer = {t: i for i, d in enumerate(decisions) for t in d.kernel.outputs}
@@ -255,7 +257,8 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
                                            d.precision, profile, ctx, d.depthwise)
         else:
             cost = cpu_cost(d.work, d.precision, profile)
-        kernels.append(_kernel_entry(i, d, cost, tiling, cores, profile, producer, static))
+        kernels.append(_kernel_entry(i, d, cost, tiling, cores, profile, producer, static,
+                                     lay.weight_held[i]))
     return {
         "kernels": kernels,
         "transfers": _transfers(decisions, kernels, graph, profile),
@@ -281,12 +284,13 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
 
 def _kernel_entry(i: int, d: Decision, cost: KernelCost, tiling: Tiling | None, cores: int,
                   profile: HardwareProfile, producer: dict[str, int],
-                  static: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+                  static: dict[int, dict[str, Any]] | None, weight_bytes: int
+                  ) -> dict[str, Any]:
     """The kernel's plan entry; ``static`` keeps the fields prices do not change across
     calls (the batch evaluator re-prices the same kernels thousands of times)."""
     base = static.get(i) if static is not None else None
     if base is None:
-        base = _static_entry(i, d, profile, producer)
+        base = _static_entry(i, d, profile, producer, weight_bytes)
         if static is not None:
             static[i] = base
     entry = dict(base)
@@ -295,8 +299,8 @@ def _kernel_entry(i: int, d: Decision, cost: KernelCost, tiling: Tiling | None, 
     return entry
 
 
-def _static_entry(i: int, d: Decision, profile: HardwareProfile, producer: dict[str, int]
-                  ) -> dict[str, Any]:
+def _static_entry(i: int, d: Decision, profile: HardwareProfile, producer: dict[str, int],
+                  weight_bytes: int) -> dict[str, Any]:
     g = d.work.gemm
     return {
         "id": i, "name": d.kernel.name, "label": d.kernel.label,
@@ -305,7 +309,8 @@ def _static_entry(i: int, d: Decision, profile: HardwareProfile, producer: dict[
         "composite": d.kernel.composite, "family": spec_for(d.kernel.anchor).family,
         "target": d.target, "precision": d.precision,
         "layout": _name(profile.layout if d.target == NPU else profile.host.layout),
-        "unit": None, "macs": d.work.macs, "depthwise": d.depthwise,
+        "unit": None, "macs": d.work.macs, "weight_bytes": weight_bytes,
+        "depthwise": d.depthwise,
         "gemm": None if g is None else {"m": g.m, "k": g.k, "n": g.n, "groups": g.groups},
         "tiling": None, "cores": 1, "inputs": d.kernel.inputs, "outputs": d.kernel.outputs,
         "deps": sorted({producer[t] for t in d.kernel.inputs if t in producer}),

@@ -28,7 +28,7 @@ from typing import Any
 from pipeline.configuration.schema_keys import did_you_mean, field_docs, type_hints
 from pipeline.errors import UserError
 
-PLAN_VERSION = "npuflow.plan/3"
+PLAN_VERSION = "npuflow.plan/4"
 VERSION_NOTE = ("3: typed (these tables are generated from the types), kernel `label`, "
                 "hand-overs charged once per tensor and direction")
 _RENAMED = {"source": "from"}  # field -> JSON key (`from` is a Python keyword)
@@ -105,6 +105,7 @@ class Kernel:
     layout: str  # tensor layout on its target
     unit: str  # where it runs (a depthwise kernel in the engine mode runs on the array)
     macs: int  # useful MACs
+    weight_bytes: int  # its constant operands as held (packed int4, a Gather's whole table)
     depthwise: bool  # a depthwise convolution
     gemm: Gemm | None
     tiling: Tiles | None

@@ -57,24 +57,34 @@ def _streamed_bytes(d: Decision, graph: Graph, profile: HardwareProfile, raw: in
     return min(raw, sum(entropy_bytes(v) for v in values))
 
 
+def held_weight_bytes(d: Decision, graph: Graph) -> int:
+    """The kernel's weights as the device holds them: as stored (``stored_weight_bytes``)
+    plus the rows a lookup never reads (a Gather's table is held whole). The one figure
+    for a kernel's weights: the plan's memory, its kernels and a language model's memory
+    all read it."""
+    width = WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
+    return stored_weight_bytes(d, graph, width) + d.work.unread_weight_elems * width
+
+
 def weight_dram_bytes(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
-                       policy: str, free_sram: int) -> tuple[list[int | None], int]:
+                      policy: str, free_sram: int, held: list[int]
+                      ) -> tuple[list[int | None], int]:
     """Per kernel, the weight bytes read from DRAM each inference (0: cached on chip; None:
-    raw size), and the bytes cached. The cache fills in execution order, as the Edge TPU
-    compiler fills its parameter cache; ``policy`` (``compile.memory.weights``) can force
-    every weight resident or streamed as a what-if."""
+    raw size), and the bytes cached (``held``: each kernel's ``held_weight_bytes``). The
+    cache fills in execution order, as the Edge TPU compiler fills its parameter cache;
+    ``policy`` (``compile.memory.weights``) can force every weight resident or streamed as
+    a what-if."""
     capacity = {"streamed": 0.0, "resident": math.inf}.get(
         policy, min(profile.weights.cache_kb * 1024, free_sram))
     cached, out = 0, []
-    for d in decisions:
+    for d, kept in zip(decisions, held, strict=True):
         width = WIDTHS.get(d.precision, WIDTHS["fp32"])[1]
-        raw = stored_weight_bytes(d, graph, width)
-        held = raw + d.work.unread_weight_elems * width
+        raw = kept - d.work.unread_weight_elems * width
         packed = raw != d.work.weight_elems * width  # the cost model must be told the size
         if d.target != NPU or raw == 0:
             out.append(None)
-        elif cached + held <= capacity:  # a table is cached whole or not at all
-            cached += held
+        elif cached + kept <= capacity:  # a table is cached whole or not at all
+            cached += kept
             out.append(0)
         else:
             streamed = _streamed_bytes(d, graph, profile, raw)

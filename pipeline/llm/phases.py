@@ -15,7 +15,7 @@ one layer and read by the next, and that traffic is already in the kernels' DRAM
   the cache read), each linear in ``T`` up to tile rounding.
 - Sampling: the host reads the logits (``vocab x 4`` bytes) at its bandwidth
   (``hardware.host``).
-- Memory: the weights as stored (``weight_storage``), the KV cache at fp16 for
+- Memory: the weights as the plan holds them (``weight_storage``), the KV cache at fp16 for
   ``max_context`` positions, the compiled plan's DRAM activation arena, and the host's
   embedding table. The runtime's own code and buffers are not modelled.
 """
@@ -63,7 +63,8 @@ def phase_tasks(plan: Plan, profile: HardwareProfile, phase: str) -> tuple[list[
 
 @dataclass(frozen=True)
 class Precision:
-    """What a weight costs to store under the run's quantization."""
+    """What a weight costs to store under the run's quantization: the host's embedding
+    table, which is not in the graph (the plan prices every other weight)."""
 
     bits: int  # per weight element
     group: int  # input rows per scale (0: one scale per output channel; -1: no scales)
@@ -87,20 +88,20 @@ class Precision:
         return data + groups * columns * self.scale_bytes
 
 
-def weight_storage(spec: LlmSpec, precision: Precision) -> dict[str, int]:
-    """Bytes of the weights as the device keeps them: every layer's matrices at the
-    precision (with their scales), norms and biases in fp16, the LM head at the precision,
-    and the embedding table the host looks tokens up in, also at the precision (its own
-    copy even when the head is tied: the NPU's head is laid out for the NPU)."""
-    h, i, q, kv = spec.hidden_size, spec.intermediate_size, spec.q_size, spec.kv_size
-    mats = [(h, q), (h, kv), (h, kv), (q, h), (h, i), (i, h)] + ([(h, i)] if spec.gated_mlp
-                                                                   else [])
-    layer = sum(precision.matrix_bytes(r, c) for r, c in mats)
-    small = spec.layer_params() - sum(r * c for r, c in mats)  # norms' gains, biases
-    layer += 2 * small
-    table = precision.matrix_bytes(spec.hidden_size, spec.vocab_size)
-    return {"layers": spec.num_layers * layer, "lm_head": table, "embedding": table,
-            "final_norm": 2 * spec.hidden_size}
+def weight_storage(plan: Plan, spec: LlmSpec, chunks: int, precision: Precision
+                   ) -> dict[str, int]:
+    """Bytes of the weights as the device keeps them, read from the compiled plan (each
+    kernel's ``weight_bytes``, the figure its cost streamed): one block's kernels (every
+    phase reads the same weights; the first decode block's are counted) times the layers,
+    the LM head's matrix times its chunks, its norm once; and the embedding table the host
+    looks tokens up in, at the precision (its own copy even when the head is tied: the
+    NPU's head is laid out for the NPU)."""
+    block = sum(k.weight_bytes for k in plan.kernels if k.name.startswith("decode_first/"))
+    head = [k for k in plan.kernels if k.name.startswith("lm_head/")]
+    return {"layers": spec.num_layers * block,
+            "lm_head": chunks * sum(k.weight_bytes for k in head if k.gemm is not None),
+            "final_norm": sum(k.weight_bytes for k in head if k.gemm is None),
+            "embedding": precision.matrix_bytes(spec.hidden_size, spec.vocab_size)}
 
 
 def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, new: int,
@@ -121,7 +122,7 @@ def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, n
     ttft_s = prefill / hz
     decode_s = sum(steps) / hz
     context = max_context or prompt + new
-    storage = weight_storage(spec, precision)
+    storage = weight_storage(plan, spec, chunks, precision)
     kv = spec.kv_bytes_per_token() * context
     memory = {"weights": sum(storage.values()), "kv_cache": kv,
               "activations": plan.memory.dram_arena_peak_bytes}

@@ -41,7 +41,7 @@ def _graph(path: Path, model: onnx.ModelProto) -> Graph:
 
 class CompileStage(Stage):
     name = "compile"
-    version = "1"
+    version = "2"  # plan 4: each kernel's weights as held
     config_keys = ("compile", "hardware", "quant")
     produces = frozenset({
         "auto_int8_latency_ms", "auto_latency_cost_ms", "compile_estimated_cycles", "cpu_ops",
