@@ -19,6 +19,7 @@ from typing import Any
 
 from pipeline.artifacts import read_csv, write_text
 from pipeline.compiler.plan import Kernel, Plan, read_plan
+from pipeline.errors import UserError
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -146,6 +147,42 @@ def _placement(plan: Plan) -> str:
                   row_class="cls")
 
 
+LLM_HEADLINE = ("ttft_ms", "prefill_tokens_per_s", "decode_tokens_per_s",
+                "decode_ms_per_token", "memory_mb", "perplexity_change_pct")
+
+
+def _language_model(llm: dict | None) -> list[str]:
+    """A language model's phases (``simulate/llm.json``): what the time to first token and
+    a decode step are made of, and what the memory holds."""
+    if not llm:
+        return []
+    layers, steps = llm["layers"], llm["decode_step_ms"]
+    block, prefill = llm["block_ms"], llm["prefill_ms"]
+    phases = [
+        {"phase": "prefill", "part": f"{layers} x block over {llm['prompt_tokens']} tokens",
+         "ms": prefill["layers"]},
+        {"phase": "prefill", "part": f"LM head ({llm['lm_head_chunks']} column chunks)",
+         "ms": prefill["lm_head"]},
+        {"phase": "prefill", "part": "sampling on the host", "ms": prefill["sampling"]},
+        {"phase": "prefill", "part": "time to first token", "ms": sum(prefill.values())},
+        {"phase": "decode", "part": f"block at context {llm['prompt_tokens'] + 1}",
+         "ms": block["decode_first"]},
+        {"phase": "decode", "part": f"block at context {llm['kv_context']}",
+         "ms": block["decode_last"]},
+        {"phase": "decode", "part": f"first step ({layers} blocks + head + sampling)",
+         "ms": steps[0]},
+        {"phase": "decode", "part": f"last step (token {len(steps)})", "ms": steps[-1]},
+        {"phase": "decode", "part": "mean step", "ms": sum(steps) / len(steps)},
+    ]
+    total = sum(llm["memory_bytes"].values()) or 1
+    memory = [{"part": k, "MB": v / 2**20, "share %": 100 * v / total}
+              for k, v in llm["memory_bytes"].items()]
+    return ["<h2>Language model: phases</h2>",
+            _table(phases, ["phase", "part", "ms"], "llm_phases", left=("phase", "part")),
+            "<h2>Language model: memory</h2>",
+            _table(memory, ["part", "MB", "share %"], "llm_memory", left=("part",))]
+
+
 def run_page(run_dir: Path) -> str:
     metrics = _json(run_dir / "metrics.json") or {}
     model = _json(run_dir / "export" / "model.json") or {}
@@ -157,7 +194,7 @@ def run_page(run_dir: Path) -> str:
         ("nodes", model.get("nodes")), ("MACs", model.get("macs")),
         ("parameters", model.get("parameters")), ("opset", model.get("opset")),
         ("export", model.get("export", {}).get("exporter") if model.get("export") else "-")])]
-    headline = ["latency_ms", "latency_ms_low", "latency_ms_high", "latency_band_pairs",
+    headline = [*LLM_HEADLINE, "latency_ms", "latency_ms_low", "latency_ms_high", "latency_band_pairs",
                 "latency_band_kind", "latency_band_based_on", "throughput_fps",
                 "throughput_ips", "energy_mj",
                 "mac_utilization", "sram_hit_rate", "dram_bytes", "fallback_ms",
@@ -172,6 +209,7 @@ def run_page(run_dir: Path) -> str:
             [{"stage": k, "ms": v, "share %": 100 * v / total} for k, v in parts.items()],
             ["stage", "ms", "share %"], "breakdown", left=("stage",))]
     sim = run_dir / "simulate"
+    sections += _language_model(_json(sim / "llm.json"))
     sections += ["<h2>Timeline</h2>", _image(sim / "timeline.png", "timeline"),
                  '<p>The same timeline, zoomable: open <code>simulate/trace.json</code> in '
                  '<a href="https://ui.perfetto.dev">ui.perfetto.dev</a> or chrome://tracing.</p>',
@@ -229,14 +267,18 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
     target = Path(args[0])
     if (target / "summary.csv").is_file():
-        print(write_sweep_report(target))
+        write = write_sweep_report
     elif (target / "metrics.json").is_file():
-        print(write_run_report(target))
+        write = write_run_report
     else:
         print(f"npuflow: error: '{target}' has neither metrics.json nor summary.csv",
               file=sys.stderr)
         sys.exit(2)
-
+    try:
+        print(write(target))
+    except UserError as exc:  # e.g. a plan an older npuflow wrote
+        print(f"npuflow: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline import api
+from pipeline import api, html_report
 from pipeline.errors import UserError
 from pipeline.llm import graph, phases, spec
 from pipeline.optimizer import library_passes, registry
@@ -167,6 +167,17 @@ def test_a_config_json_runs_the_five_stages_to_llm_metrics(runs):
     names = {e["args"]["name"].split(": ")[-1] for e in trace["traceEvents"]
              if e.get("name") == "process_name"}
     assert {"llm prefill block", "llm first decode block", "llm lm_head chunk"} <= names
+
+
+def test_the_report_breaks_the_phases_and_the_memory_down(runs):
+    result = runs["w8a8"]
+    page = html_report.run_page(result.run_dir)
+    m = result.metrics
+    for table in ("llm_phases", "llm_memory"):
+        assert f'id="{table}"' in page
+    ttft = html_report._fmt(m["ttft_ms"])
+    assert f"time to first token</td><td>{ttft}</td>" in page.replace(' class=""', "")
+    assert f"<td>ttft_ms</td><td>{ttft}</td>" in page  # and among the headline metrics
 
 
 def test_memory_is_the_weights_the_plan_holds_plus_the_cache(runs):
