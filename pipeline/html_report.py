@@ -195,8 +195,8 @@ def run_page(run_dir: Path) -> str:
         ("parameters", model.get("parameters")), ("opset", model.get("opset")),
         ("export", model.get("export", {}).get("exporter") if model.get("export") else "-")])]
     headline = [*LLM_HEADLINE, "latency_ms", "latency_ms_low", "latency_ms_high",
-                "latency_band_pairs", "latency_band_kind", "latency_band_based_on", "throughput_fps",
-                "throughput_ips", "energy_mj",
+                "latency_band_pairs", "latency_band_kind", "latency_band_based_on",
+                "throughput_fps", "throughput_ips", "energy_mj",
                 "mac_utilization", "sram_hit_rate", "dram_bytes", "fallback_ms",
                 "graph_io_ms", "cold_start_ms", "accuracy", "accuracy_float", "accuracy_top1",
                 "top1_agreement", "output_cosine", "min_layer_cosine", "quant_float_layers",
