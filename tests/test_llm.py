@@ -24,8 +24,8 @@ TINY = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 3,
         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
         "vocab_size": 1000, "tie_word_embeddings": False}
 RUN = ("hardware=rk3588", "data.calibration_size=2", "data.eval_size=2",
-       "quant.analysis.layers=false", "simulate.llm.prompt_tokens=16",
-       "simulate.llm.new_tokens=4")
+       "quant.analysis.layers=false", "model.prompt_tokens=16", "model.new_tokens=4",
+       "simulate.llm.prompt_tokens=16", "simulate.llm.new_tokens=4")
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in CONF.glob("*.yaml")
@@ -167,6 +167,40 @@ def test_a_config_json_runs_the_five_stages_to_llm_metrics(runs):
     names = {e["args"]["name"].split(": ")[-1] for e in trace["traceEvents"]
              if e.get("name") == "process_name"}
     assert {"llm prefill block", "llm first decode block", "llm lm_head chunk"} <= names
+
+
+@pytest.mark.parametrize("quant", ["w8a8", "w4a16", "fp16"])
+def test_a_run_at_other_contexts_compiles_from_the_same_export(runs, tmp_path, quant):
+    """A context sweep exports, optimizes and quantizes once: compile rebuilds the phases
+    at the run's contexts with the recorded quantization, and every kernel costs what it
+    costs in a graph built at those contexts from the start."""
+    first = runs[quant]
+    config = first.run_dir.parent / "config.json"
+    cache = f"run.cache_dir={first.run_dir.parent / 'cache'}"
+    later = ("simulate.llm.prompt_tokens=40", "simulate.llm.new_tokens=6")
+    moved = api.run("model=llm", f"model.config={config}", f"quant={quant}", *RUN, *later,
+                    cache, run_dir=tmp_path / "moved")
+    hits = json.loads((moved.run_dir / "cache.json").read_text())
+    assert [hits[s] for s in ("export", "optimize", "quantize", "compile")] == \
+        ["hit", "hit", "hit", "miss"]
+    built = api.run("model=llm", f"model.config={config}", f"quant={quant}", *RUN, *later,
+                    "model.prompt_tokens=40", "model.new_tokens=6", cache,
+                    run_dir=tmp_path / "built")
+
+    def kernels(result) -> dict:
+        plan = json.loads((result.run_dir / "compile" / "plan.json").read_text())
+        return {k["name"]: (k["target"], k["precision"], k["cost"]) for k in plan["kernels"]}
+    assert kernels(moved) == kernels(built)
+    for key in ("ttft_ms", "decode_tokens_per_s", "memory_mb"):
+        assert moved.metrics[key] == built.metrics[key] != first.metrics[key]
+
+
+def test_a_one_token_prompt_is_another_graph(runs, tmp_path):
+    first = runs["fp16"]
+    with pytest.raises(UserError, match=r"model\.prompt_tokens=1"):
+        api.run("model=llm", f"model.config={first.run_dir.parent / 'config.json'}",
+                "quant=fp16", *RUN, "simulate.llm.prompt_tokens=1",
+                f"run.cache_dir={first.run_dir.parent / 'cache'}", run_dir=tmp_path / "a")
 
 
 def test_the_report_breaks_the_phases_and_the_memory_down(runs):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import II, MISSING
 
 from hardware.bounds import (
     AT_LEAST_1,
@@ -230,6 +230,14 @@ class MemoryConfig:
 
 
 @dataclass
+class LlmContexts:
+    """The prompt and generated tokens compile builds a language model's phases at."""
+
+    prompt_tokens: int = II("simulate.llm.prompt_tokens")
+    new_tokens: int = II("simulate.llm.new_tokens")
+
+
+@dataclass
 class CompileConfig:
     """Fusion, CPU/NPU placement, tiling and memory planning choices."""
 
@@ -243,6 +251,8 @@ class CompileConfig:
     control_flow: ControlFlow = ControlFlow.error
     tiling: TilingConfig = field(default_factory=TilingConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    # a language model's phases are compiled at the run's contexts (simulate.llm.*)
+    llm: LlmContexts = field(default_factory=LlmContexts)
 
 
 @dataclass

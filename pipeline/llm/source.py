@@ -38,6 +38,7 @@ def build(cfg: DictConfig) -> tuple[onnx.ModelProto, dict[str, Any]]:
     model = graph.build(s, cfg.prompt_tokens, cfg.new_tokens, cfg.seed)
     return model, {"llm": {**dataclasses.asdict(s), "params": s.params(),
                            "prompt_tokens": cfg.prompt_tokens, "new_tokens": cfg.new_tokens,
+                           "seed": cfg.seed,
                            "lm_head_columns": columns, "lm_head_chunks": chunks}}
 
 

@@ -19,6 +19,8 @@ from pipeline.compiler.annotate import annotate
 from pipeline.compiler.driver import compile_graph
 from pipeline.compiler.plan import Plan
 from pipeline.compiler.report import compile_log, fallback_summary, print_summary
+from pipeline.llm import retarget
+from pipeline.llm import source as llm_source
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ def _graph(path: Path, model: onnx.ModelProto) -> Graph:
 
 class CompileStage(Stage):
     name = "compile"
-    version = "2"  # plan 4: each kernel's weights as held
+    version = "3"  # a language model compiled at the run's contexts (compile/llm.json)
     config_keys = ("compile", "hardware", "quant")
     produces = frozenset({
         "auto_int8_latency_ms", "auto_latency_cost_ms", "compile_estimated_cycles", "cpu_ops",
@@ -61,6 +63,12 @@ class CompileStage(Stage):
         write_json(out_dir / "memory.json", {"memory": written["memory"],
                                              "buffers": written["buffers"]})
         write_text(out_dir / "compile.log", compile_log(plan))
+        llm = llm_source.recorded(inputs)
+        if llm is not None:  # the contexts simulate costs the phases at
+            write_json(out_dir / "llm.json", {
+                "prompt_tokens": cfg.compile.llm.prompt_tokens,
+                "new_tokens": cfg.compile.llm.new_tokens,
+                "built_at": list(retarget.contexts(llm))})
         print_summary(plan)
         curve_metrics = self._precision_curve(inputs, cfg, profile, out_dir)
         kernels = plan.kernels
@@ -103,6 +111,12 @@ class CompileStage(Stage):
         # of a file kept as it is run as the file states (fp32)
         float_precision = ("fp32" if scheme == "as_is" else cfg.quant.float_precision) \
             if quantized else None
+        llm = llm_source.recorded(inputs)
+        wanted = (cfg.compile.llm.prompt_tokens, cfg.compile.llm.new_tokens)
+        if llm is not None and wanted != retarget.contexts(llm):
+            model = retarget.at_contexts(llm, inputs.get("quantize"), scheme, cfg.quant,
+                                         *wanted)
+            return model, from_onnx(model), scheme, float_precision
         return model, _graph(path, model), scheme, float_precision
 
     @staticmethod

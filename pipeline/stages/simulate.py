@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable
@@ -113,11 +114,13 @@ class SimulateStage(Stage):
         if info is None:
             return {}
         run = cfg.simulate.llm
-        if (info["prompt_tokens"], info["new_tokens"]) != (run.prompt_tokens, run.new_tokens):
+        compiled = inputs.get("compile", Path("-")) / "llm.json"
+        at = json.loads(compiled.read_text()) if compiled.is_file() else info
+        if (at["prompt_tokens"], at["new_tokens"]) != (run.prompt_tokens, run.new_tokens):
             raise UserError(
-                f"model.prompt_tokens / model.new_tokens ({info['prompt_tokens']}, "
-                f"{info['new_tokens']}): the graph was built for other token counts than "
-                f"simulate.llm's ({run.prompt_tokens}, {run.new_tokens}); set simulate.llm.*")
+                f"compile.llm ({at['prompt_tokens']}, {at['new_tokens']}): the phases were "
+                f"compiled for other token counts than simulate.llm's ({run.prompt_tokens}, "
+                f"{run.new_tokens}); leave compile.llm to follow simulate.llm")
         result, tasks = phases.estimate(
             plan, profile, llm_source.spec_from_record(info), run.prompt_tokens,
             run.new_tokens, info["lm_head_chunks"], phases.Precision.of(cfg.quant),
