@@ -237,27 +237,30 @@ EXPLANATION = """\
 What this says, against issue 40's targets (this machine's timings drift by 20% from one
 minute to the next; only ratios within one run are compared):
 
-- **A cold run is ~14x Vela, before and after.** Vela runs its whole job in 0.2-0.3 s;
-  npuflow's imports alone take ~0.6 s (onnx, onnxruntime and its quantization tooling,
-  Hydra), Hydra composes the config (~0.3 s), and the report's default plots take about
-  half of the rest (quantize's per-layer plot and simulate's three, matplotlib included).
-  The speed work here went to what repeats (sweeps, search loops, the warm run: 1.7 ->
-  1.4 s); a cold single run under Vela's time would need a path without onnxruntime's
-  quantizer, Hydra and the default plots. Not met.
-- **The 32-point compile grid is 4.5x one warm run on the pool launcher** (target 2x; the
-  grid itself 8.9 -> 6.4 s, and the warm run it is measured against got faster too). Per
-  point: compile ~70 ms (costing 31 ms, the plan's JSON 7 ms, the annotated model 9 ms),
-  simulate ~21 ms, and Hydra's job machinery (a config copy, the job's YAML, logging)
-  ~50 ms; fixed: start-up ~1.3 s and the end-of-sweep Pareto plot and picked-job plots
-  ~1.2 s. Not met.
-- **The design-space grid: 413 -> 556 points/min** (target 1,000). Not met; the same
+- **A cold run is ~14x Vela, before and after** (median 13.4x before, 13.7x now). Vela runs
+  its whole job in 0.2-0.3 s; npuflow's imports alone take ~0.6 s (onnx, onnxruntime and
+  its quantization tooling, Hydra), Hydra composes the config (~0.3 s), and the report's
+  default plots take about half of the rest (quantize's per-layer plot and simulate's
+  three, matplotlib's import 0.4-0.6 s included). A cold single run under Vela's time would
+  need a path without onnxruntime's quantizer, Hydra and the default plots. Not met.
+- **The 32-point compile grid is 4.4x one warm run on the pool launcher** (target 2x; the
+  grid 7.2 -> 6.3 s, the warm run it is measured against 1.7 -> 1.4 s). Per point: compile
+  ~70 ms (costing 31 ms, the plan's JSON 7 ms, the annotated model 9 ms), simulate ~21 ms,
+  and Hydra's job machinery (a config copy, the job's YAML, logging) ~50 ms; fixed:
+  start-up ~1.3 s and the end-of-sweep Pareto plot and picked-job plots ~1.2 s. Not met.
+- **The design-space grid: 463 -> 546 points/min** (target 1,000). Not met; the same
   per-job costs.
-- **The batch evaluator: 13,000 points/min on two workers** (6,000 on one), equal to full
-  runs at every checked point: met.
-- **light_vgg19's optimize: 25.7 -> 20.2 s, byte-identical output**; npuflow's own passes
-  no longer copy the weights (0.6 s -> 0 s each), but onnxslim and onnxruntime's basic
-  pass each still serialise and rewrite 575 MB (~6 s each); 16x export (whose own time
-  halved). Not met.
+- **The batch evaluator: 10,000 points/min on two workers** (4,500 on one; 13,000 in an
+  earlier, quieter run), equal to full runs at every checked point: met, narrowly on a
+  busy machine.
+- **light_vgg19's optimize: 24.9 -> 13.4 s, byte-identical output; 21x its export**, whose
+  own time fell from 1.6 to 0.6 s (its shape inference now runs on the skeleton). The
+  light model is 10 KB: its 575 MB of weights are ConstantOfShape nodes that onnxslim
+  folds, so optimize is where they first exist, and every later copy (onnxruntime's basic
+  pass, the verification session, the saved file) moves all of them. What came off: the
+  verification's reference and the basic pass's session without weight prepacking, the
+  npuflow passes without copies, glibc's heap serving the copies instead of fresh mappings
+  (`pipeline/entry.py`; the kernel time was most of the stage). Not met.
 """
 
 
