@@ -91,6 +91,8 @@ def fallback_summary(plan: Plan) -> dict[str, Any]:
 
 def print_summary(plan: Plan, console: Console | None = None) -> None:
     console = console or CONSOLE
+    if console.quiet:  # a sweep job: rich would lay the tables out only to drop them
+        return
     table = Table(title=f"compile: {plan.graph} on {plan.profile}")
     for col in ("target", "kernels", "ops", "est. cycles"):
         table.add_column(col, justify="right" if col != "target" else "left")

@@ -100,6 +100,8 @@ class OptimizeStage(Stage):
 
     @staticmethod
     def _print(report: list[dict], verified: list[dict], before: int, after: int) -> None:
+        if CONSOLE.quiet:  # a sweep job
+            return
         table = Table(title=f"optimize: {before} -> {after} nodes")
         for col in ("round", "pass", "nodes", "op changes", "s"):  # names never cut: the
             table.add_column(col, justify="left" if col in ("pass", "op changes") else "right",

@@ -149,6 +149,8 @@ class SimulateStage(Stage):
 
     @staticmethod
     def _print(metrics: dict, parts: dict[str, float]) -> None:
+        if CONSOLE.quiet:  # a sweep job
+            return
         table = Table(title="where the time goes (per frame)")
         table.add_column("stage")
         table.add_column("ms", justify="right")
