@@ -115,4 +115,11 @@ class PoolLauncher(Launcher):
             if workers <= 1:
                 return [_then(_run(job), done) for job in jobs]
             with multiprocessing.get_context("fork").Pool(workers) as pool:
-                return [_then(r, done) for r in pool.imap(_run, jobs, chunksize=1)]
+                returns = [_then(r, done) for r in pool.imap(_run, jobs, chunksize=1)]
+                # every job is back: let the workers take their stop sentinels and exit.
+                # Leaving it to the with-block's terminate() races them: it takes the task
+                # queue's read lock for good while a worker may still be waiting on it
+                # (a CI run hung there, the idle worker never signalled)
+                pool.close()
+                pool.join()
+                return returns
