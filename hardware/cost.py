@@ -76,7 +76,7 @@ def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
     est = array_compute(g, profile, precision)
     sizes = operand_bytes(work, precision, a_in_dram, c_to_dram, weight_bytes)
     budget = int(profile.sram.size_kb * 1024) if sram_bytes is None else sram_bytes
-    channels = dram_channels(profile, FEATURE_MAPS, work)
+    channels = dram_channels(profile, FEATURE_MAPS, work, precision)
     return search(g.m, g.n, g.k, g.groups, sizes, act_w, wt_w, acc_w, budget,
                   overlaps_dma(g, profile), bytes_per_cycle(profile),
                   latency_cycles(profile), est.cycles, objective,

@@ -27,6 +27,16 @@ class GemmShape:
 
 
 @dataclass(frozen=True)
+class HostInput:
+    """A convolution input the host wrote: ``channels`` per pixel, read through a kernel of
+    ``taps`` (height x width) positions. A DMA that fetches the NPU's input blocks reads its
+    pixels in runs of at most one block's depth (hardware/units/dma_channels.py)."""
+
+    channels: int
+    taps: int
+
+
+@dataclass(frozen=True)
 class Work:
     """Element counts and the unit that does the work.
 
@@ -53,6 +63,12 @@ class Work:
     # constants held but not read each inference: the rows of an embedding table that no
     # index selects (a Gather reads only the rows it looks up)
     unread_weight_elems: int = 0
+    # a convolution's input as the host wrote it into DRAM (unpadded, channels last); None:
+    # a map the NPU wrote in its own layout
+    host_input: HostInput | None = None
+    # a copy's tensors as (pixels, channels): an engine that copies in micro-blocks rounds
+    # each tensor's channels up to the block's depth (hardware/units/pooling_copy.py)
+    copied: tuple[tuple[int, int], ...] = ()
 
     @property
     def held_weight_elems(self) -> int:

@@ -54,16 +54,16 @@ def test_little_s_law_sets_each_channel_and_a_faster_clock_lowers_its_bytes_per_
     In bytes per cycle that halves at twice the clock, as a DRAM's rate does."""
     profile = load_profile(U85_256)
     work = _fc(64, 128)
-    rates = dram_channels(profile, "feature_maps", work)
+    rates = dram_channels(profile, "feature_maps", work, "int8")
     scale_rate = 128 * 2 / 500 * 0.8  # the 16-word (256 B) scale buffer: 2 bursts
     sram = 64 * (16 * 0.8) / 32 * 0.8  # 64 B bursts, 8 x 2 ports in flight, 32 cycles
     assert dataclasses.astuple(rates) == pytest.approx(
         (128 * 16 / 500 * 0.8, 128 * 16 / 500 * 0.8, 128 * (32 * 0.8) / 250 * 0.8,
          128 * 10 / scale_rate, sram, sram))
     fast = dataclasses.replace(profile, frequency_mhz=2000)
-    assert dram_channels(fast, "feature_maps", work).b == pytest.approx(rates.b / 2)
+    assert dram_channels(fast, "feature_maps", work, "int8").b == pytest.approx(rates.b / 2)
     assert dram_channels(load_profile(CONF / "hardware" / "ethos_u55_256.yaml"),
-                         "feature_maps", work) is None
+                         "feature_maps", work, "int8") is None
 
 
 def test_a_layer_s_scales_and_biases_take_their_own_channel_as_vela_s_do():

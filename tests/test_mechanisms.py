@@ -432,3 +432,90 @@ def test_the_u85_array_takes_the_microblock_that_fits_the_layer(tmp_path):
         (CONF / "hardware" / "ethos_u55_256.yaml").read_text())
     with pytest.raises(ProfileError, match=r"mac_array.shapes\[0\]"):
         load_profile(path)
+
+
+def test_tensorflow_s_output_transposes_go_with_its_input_transposes():
+    """tf2onnx ends as it starts: Transpose(NCHW -> NHWC) before each output. With the
+    input's folded, the application reads NHWC as from the TFLite file, so no kernel copies
+    the output; a graph whose outputs are not all such Transposes keeps them."""
+    w = numpy_helper.from_array(np.ones((16, 3, 3, 3), np.float32), "w")
+
+    def tf_graph(last_perm: list[int]):
+        nodes = [helper.make_node("Transpose", ["x"], ["t"], name="in", perm=[0, 3, 1, 2]),
+                 helper.make_node("Conv", ["t", "w"], ["c"], name="conv", pads=[1] * 4),
+                 helper.make_node("Transpose", ["c"], ["y"], name="out", perm=last_perm)]
+        from onnx import shape_inference
+        return from_onnx(shape_inference.infer_shapes(helper.make_model(helper.make_graph(
+            nodes, "tf", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                        [1, 32, 32, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w]),
+            opset_imports=[helper.make_opsetid("", 17)])))
+
+    folded = tf_graph([0, 2, 3, 1])
+    assert [n.op_type for n in folded.nodes] == ["Conv"] and folded.outputs == ["c"]
+    kept = tf_graph([0, 1, 3, 2])
+    assert [n.op_type for n in kept.nodes] == ["Conv", "Transpose"] and kept.outputs == ["y"]
+    plan = compile_graph(folded, _profile("ethos_u85_256"), COMPILE, "int8", "int8")
+    assert [k["op_types"] for k in plan["kernels"]] == [["Conv"]]
+
+
+def test_the_u85_copies_on_its_pooling_engine_at_vela_s_per_layer_cycles():
+    """Vela 5.2.0 on the seeded U-Net (benchmarks/models/keras_seeded/unet_64_int8.tflite,
+    ethos-u85-256, Ethos_U85_SYS_DRAM_Mid, Dedicated_Sram_384KB, --verbose-performance):
+    its skip copies of 16x16x32, 32x32x16 and 64x64x8 int8 take 4,320, 8,336 and 32,880
+    cycles. regor's 1x1 average pool (4 kernel steps x 4 cycles per 1x2x16 micro-block)
+    gives 4,096, 8,192 and 32,768: within 6% of each; the 8-channel map fills half of each
+    block, so it costs twice per element. Without the unit (a copy through the SRAM port) the
+    three are 8-16x faster than Vela's."""
+    from hardware.units.pooling_copy import PoolingCopySection, pooling_copy_cycles
+
+    profile = _profile("ethos_u85_256")
+    section = profile.units["pooling_copy"]
+    assert isinstance(section, PoolingCopySection)
+    for (side, channels), vela in {(16, 32): 4320, (32, 16): 8336, (64, 8): 32880}.items():
+        assert abs(pooling_copy_cycles([(side * side, channels)], 1, section) / vela - 1) < 0.06
+
+    def skip_copy(p):
+        return _concat_kernel(_skip_concat_net(), p)["cost"]
+
+    on_pool = skip_copy(profile)
+    plain = skip_copy(dataclasses.replace(profile, units={
+        k: v for k, v in profile.units.items() if k != "pooling_copy"}))
+    assert on_pool["unit"] == "pooling_copy" and plain["unit"] == "memory"
+    # the 16x16x8 skip input: 128 micro-blocks of 1x2x16, 16 cycles each
+    assert on_pool["compute_cycles"] == 128 * 16
+    assert on_pool["compute_cycles"] == 16 * plain["compute_cycles"]
+
+
+def test_a_thin_host_written_image_costs_the_u85_a_burst_per_block_depth():
+    """regor reads an input the host wrote (channels last, unpadded) in runs of its input
+    block's depth: 16 for a 3-channel image through a 3x3 kernel (kernel-first), so each
+    128-byte DRAM burst carries 16 useful bytes. A 16-channel input through the same kernel
+    fills its blocks: no loss; a 64-channel one through a 1x1 kernel runs depth-first in
+    blocks of 64, so its bursts carry 64 bytes."""
+    from hardware.units.dma_channels import input_block_depth, run_share
+    from ops.work import HostInput
+
+    assert input_block_depth(HostInput(channels=3, taps=9)) == 16
+    assert run_share(HostInput(channels=3, taps=9), 1, 128) == 16 / 128
+    assert run_share(HostInput(channels=16, taps=9), 1, 128) == 1.0
+    assert input_block_depth(HostInput(channels=64, taps=1)) == 64
+    assert run_share(HostInput(channels=64, taps=1), 1, 128) == 1.0
+    assert run_share(HostInput(channels=96, taps=1), 1, 128) == 64 / 128
+
+    def first_conv_memory(graph) -> int:
+        plan = compile_graph(graph, _profile("ethos_u85_256"), COMPILE, "int8", "int8")
+        return plan["kernels"][0]["cost"]["memory_cycles"]
+
+    w = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")
+    image = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="stem", pads=[1] * 4)],
+                  [1, 3, 64, 64], "y", [w])
+    thin = first_conv_memory(image)
+    # the same bytes at the channel's full rate: 12,288 bytes at 3.28 B/cycle ~ 3,750
+    assert thin > 7 * 12288 / (128 * 16 / 500 * 0.8)
+    ones = numpy_helper.from_array(np.ones((3, 3, 1, 1), np.float32), "i")
+    behind = _int8([helper.make_node("Conv", ["x", "i"], ["t"], name="copy"),
+                    helper.make_node("Conv", ["t", "w"], ["y"], name="stem", pads=[1] * 4)],
+                   [1, 3, 64, 64], "y", [ones, w])
+    plan = compile_graph(behind, _profile("ethos_u85_256"), COMPILE, "int8", "int8")
+    assert plan["kernels"][1]["cost"]["memory_cycles"] < thin / 4

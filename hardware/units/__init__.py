@@ -106,9 +106,10 @@ class DmaModel(ABC):
 
     @staticmethod
     @abstractmethod
-    def channels(profile: HardwareProfile, reads: str, work: Work) -> Channels:
-        """Each of ``work``'s streams' own rate in bytes per NPU cycle; ``reads`` names the
-        input's read channel (FEATURE_MAPS or STREAMS)."""
+    def channels(profile: HardwareProfile, reads: str, work: Work, precision: str
+                 ) -> Channels:
+        """Each of ``work``'s streams' own rate in bytes per NPU cycle at ``precision``;
+        ``reads`` names the input's read channel (FEATURE_MAPS or STREAMS)."""
 
 
 UNITS: dict[str, type[Unit]] = {}
@@ -139,13 +140,14 @@ def section(profile: HardwareProfile, name: str) -> Any:
     return profile.units.get(name)
 
 
-def dram_channels(profile: HardwareProfile, reads: str, work: Work) -> Channels | None:
+def dram_channels(profile: HardwareProfile, reads: str, work: Work, precision: str
+                  ) -> Channels | None:
     """Each of ``work``'s DRAM streams' own rate from the DMA model the profile fits, or
     None (the streams only share the bandwidth)."""
     fitted = [m for name, m in sorted(DMA_MODELS.items()) if name in profile.units]
     if len(fitted) > 1:
         raise LookupError(f"{len(fitted)} DMA models fitted: {[m.name for m in fitted]}")
-    return fitted[0].channels(profile, reads, work) if fitted else None
+    return fitted[0].channels(profile, reads, work, precision) if fitted else None
 
 
 def _discover() -> None:
@@ -191,7 +193,7 @@ def streamed(work: Work, precision: str, profile: HardwareProfile, where: Operan
     dram = sizes.a + sizes.b + sizes.c if moves else 0
     sram = (work.input_elems + work.output_elems) * act_w + sizes.b if moves else 0
     streams = sum(1 for x in (sizes.a, sizes.b, sizes.c) if x)
-    channels = dram_channels(profile, reads, work)
+    channels = dram_channels(profile, reads, work, precision)
     memory = transfer_cycles(dram, streams, bytes_per_cycle(profile), latency_cycles(profile),
                              (sizes.a, sizes.b, sizes.c) if moves else None, channels)
     dispatch = profile.dispatch_cycles if moves else 0

@@ -48,7 +48,7 @@ class ArrayUnit(Unit):
         sizes = operand_bytes(work, precision, where.a_in_dram, where.c_to_dram,
                               where.weight_bytes)
         traffic = gemm_traffic(gemm, tiling, sizes)
-        channels = dram_channels(profile, FEATURE_MAPS, work)
+        channels = dram_channels(profile, FEATURE_MAPS, work, precision)
         streamed = overlaps_dma(gemm, profile)
         memory, body = tiled_cycles(est.cycles, traffic, streamed,
                                     bytes_per_cycle(profile), latency_cycles(profile),

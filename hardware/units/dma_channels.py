@@ -35,23 +35,38 @@ bursts in flight as its two ports accept (Sram_max_reads / _writes 8 each, x 0.8
 32 cycles away (vela.ini Ethos_U85_SYS_DRAM_Mid), so a feature map staged in the SRAM
 streams at 20.5 of the port's 32 bytes per cycle (Vela's SRAM access cycles: MobileNetV2
 x0.35's 48x48x48 expansion writes 110,592 bytes in 5,400 cycles).
+A DMA request moves a whole burst, and a burst is one contiguous run of memory. An input
+the host wrote (the image a network starts from: unpadded, channels last) is read a block
+at a time, and a block covers one slice of its channels: where the input's channels are
+not the block's depth, each pixel is its own run of one block depth of elements, and each
+run costs a burst (regor ``EstimateMemoryTransfer``: bytes x longest burst / run). regor
+cuts such a convolution's input in depths of 16 when it runs it kernel-first (its
+``ChooseKernelFirst``: the utilisation of 16-deep input slices over the kernel's taps in
+fives, against 64-deep slices) and of 64 otherwise (``FindBlockConfig``'s IFM block
+depth), so a 3-channel image through a 3x3 kernel takes a 128-byte burst per 16 bytes:
+its read channel moves an eighth of its rate. The NPU's own maps are written in its
+16-channel bricks (NHCWB16), whose runs are whole bricks: they lose nothing. Left out:
+regor's re-reads of an input block's halo and per sub-kernel, which add a quarter or so
+on a 3x3 stem.
+
 Latencies are in nanoseconds, so a clock change (the sustained-load governor) re-prices
 them as it does the DRAM's.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from omegaconf import MISSING
 
 from hardware.bounds import AT_LEAST_1, POSITIVE, Range, bounded
-from hardware.kernel_cost import bytes_per_cycle, latency_cycles
+from hardware.kernel_cost import WIDTHS, bytes_per_cycle, latency_cycles
 from hardware.memory import Channels
 from hardware.output_blocks import blocks_in_plane
 from hardware.profile_schema import HardwareProfile
 from hardware.units import FEATURE_MAPS, DmaModel, register, section
-from ops.work import Work
+from ops.work import HostInput, Work
 
 
 @dataclass
@@ -103,7 +118,8 @@ class DmaChannelsModel(DmaModel):
     Section = DmaChannelsSection
 
     @staticmethod
-    def channels(profile: HardwareProfile, reads: str, work: Work) -> Channels:
+    def channels(profile: HardwareProfile, reads: str, work: Work, precision: str
+                 ) -> Channels:
         s: DmaChannelsSection = section(profile, "dma_channels")
         port, read_latency = bytes_per_cycle(profile), latency_cycles(profile)
         write_latency = s.write_latency_ns * 1e-9 * profile.frequency_mhz * 1e6
@@ -116,7 +132,9 @@ class DmaChannelsModel(DmaModel):
             s.stream_buffer_bytes
         sram_port = profile.sram.bandwidth_bytes_per_cycle
         sram_latency = s.sram_latency_ns * 1e-9 * profile.frequency_mhz * 1e6
-        return Channels(a=read(buffer), b=read(s.weight_buffer_bytes),
+        useful = 1.0 if work.host_input is None else \
+            run_share(work.host_input, WIDTHS[precision][0], s.burst_bytes)
+        return Channels(a=read(buffer) * useful, b=read(s.weight_buffer_bytes),
                         c=channel_rate(s.burst_bytes, float("inf"), s.outstanding_writes,
                                        write_latency, port, s.utilisation),
                         fixed=output_channels(work) * s.scale_bytes_per_channel
@@ -129,6 +147,28 @@ class DmaChannelsModel(DmaModel):
                         sram_write=channel_rate(s.sram_burst_bytes, float("inf"),
                                                 s.sram_outstanding_writes, sram_latency,
                                                 sram_port, s.utilisation))
+
+
+def input_block_depth(host: HostInput) -> int:
+    """The depth regor cuts a convolution's input into (ethos_u85.cpp): 16 where it runs
+    the convolution kernel-first (``ChooseKernelFirst``: its 16-deep slices over the taps
+    in fives use the array at least as well as 64-deep slices), 64 otherwise."""
+    k = host.taps
+    k_rounded = (k // 5) * 5 + max(k % 5, 2)
+    kernel_first = host.channels / (math.ceil(host.channels / 16) * 16) * (k / k_rounded)
+    depth_first = host.channels / (math.ceil(host.channels / 64) * 64)
+    return 16 if kernel_first >= depth_first else 64
+
+
+def run_share(host: HostInput, element_bytes: int, burst: int) -> float:
+    """The useful share of each burst reading an input the host wrote: one block depth of
+    elements per burst where the input's channels are not the block's depth (regor
+    ``EstimateMemoryTransfer``, NHWC reads); a whole burst where they are (the block's
+    pixels are then contiguous)."""
+    depth = input_block_depth(host)
+    if host.channels == depth:
+        return 1.0
+    return min(1.0, depth * element_bytes / burst)
 
 
 def output_channels(work: Work) -> int:

@@ -22,7 +22,7 @@ from ops.graph import Graph
 from ops.quant import node_precision
 from ops.reduce import spatial_mean
 from ops.registry import work_of
-from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, Work
+from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, HostInput, Work
 from pipeline.compiler.fusion import Kernel
 
 SCHEME_PRECISION = {"int8": "int8", "fp16": "fp16", "none": "fp32"}
@@ -103,6 +103,23 @@ def lowered(work: Work, kernel: Kernel, graph: Graph, lowering: Lowering) -> Wor
                    output_elems=work.output_elems + writes)
 
 
+def host_written(kernel: Kernel, graph: Graph) -> bool:
+    """Whether every input of the kernel is one the host wrote (a graph input)."""
+    return bool(kernel.inputs) and all(t in graph.inputs for t in kernel.inputs)
+
+
+def host_input(work: Work, kernel: Kernel, graph: Graph) -> Work:
+    """A convolution reading an input the host wrote records that input's channels and its
+    kernel's taps (``Work.host_input``): the host leaves it unpadded and channels-last in
+    DRAM, so its pixels are runs of that many elements."""
+    node = kernel.anchor
+    if node.op_type != "Conv" or work.gemm is None or not host_written(kernel, graph):
+        return work
+    weights = graph.tensors[node.inputs[1]].shape
+    return replace(work, host_input=HostInput(channels=graph.tensors[node.inputs[0]].shape[1],
+                                              taps=math.prod(weights[2:])))
+
+
 def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int, tap_channels: int = 0,
             lowering: Lowering | None = None) -> Work:
     """Pad channels to the NPU's multiple (``hardware.channel_padding``): the GEMM (so
@@ -119,10 +136,9 @@ def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int, tap_channe
     if cin is not None and lowering is not None and lowering.space_to_depth:
         cin = g.k
     padded = pad_gemm(g, alignment, tap_channels, cin)
-    host_written = bool(kernel.inputs) and all(t in graph.inputs for t in kernel.inputs)
     return replace(
         work, gemm=padded.computed,
-        input_dram_ratio=1 / padded.input_scale if host_written else 1.0,
+        input_dram_ratio=1 / padded.input_scale if host_written(kernel, graph) else 1.0,
         input_elems=math.ceil(work.input_elems * padded.input_scale),
         output_elems=math.ceil(work.output_elems * padded.output_scale),
         weight_elems=math.ceil(work.weight_elems * padded.stored.macs / max(g.macs, 1)),
@@ -173,9 +189,19 @@ def concat_in_place(work: Work, kernel: Kernel, graph: Graph, in_place: bool) ->
     if not in_place or node.op_type != "Concat" or len(kernel.nodes) != 1:
         return work
     producers, consumers = graph.producers(), graph.consumers()
-    copied = sum(graph.tensors[name].size for name in node.inputs
-                 if name and (name not in producers or name in graph.outputs
-                              or len(consumers.get(name, [])) > 1))
-    if not copied:
+    tensors = [graph.tensors[name] for name in node.inputs
+               if name and (name not in producers or name in graph.outputs
+                            or len(consumers.get(name, [])) > 1)]
+    if not tensors:
         return replace(work, unit=FREE, vector_ops=0)
-    return replace(work, input_elems=copied, output_elems=copied, weight_elems=0)
+    copied = sum(t.size for t in tensors)
+    return replace(work, input_elems=copied, output_elems=copied, weight_elems=0,
+                   copied=tuple(_pixels_channels(t.shape) for t in tensors))
+
+
+def _pixels_channels(shape: tuple[int, ...]) -> tuple[int, int]:
+    """A tensor as (pixels, channels): NCHW's channels are its second axis."""
+    if not shape:
+        return 0, 1
+    channels = shape[1] if len(shape) > 1 else 1
+    return math.prod(shape) // max(channels, 1), channels

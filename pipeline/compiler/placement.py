@@ -32,6 +32,7 @@ from pipeline.compiler.kernel_work import (
     aligned,
     concat_in_place,
     dilated,
+    host_input,
     kernel_precision,
     kernel_work,
     lowered,
@@ -133,6 +134,7 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
                    profile.mac_array.tap_channels, lowering)
     work = mean_on_engine(work, kernel, graph, profile.mac_array.depthwise.spatial_means)
     work = concat_in_place(work, kernel, graph, profile.concat_in_place)
+    work = host_input(work, kernel, graph)
     d = Decision(kernel, NPU, precision, work, checks, fused_form_failed=from_split,
                  depthwise=depthwise_kernel(kernel, graph, work))
     d.target = NPU if d.npu_ok else CPU
