@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from hardware.kernel_first import kernel_first
 from ops.work import GemmShape
 
 
@@ -28,12 +29,14 @@ def round_up(value: int, multiple: int) -> int:
 
 
 def pad_gemm(g: GemmShape, alignment: int, tap_channels: int = 0,
-             conv_in_channels: int | None = None) -> PaddedGemm:
+             conv_in_channels: int | None = None, kernel_first_taps: int = 0) -> PaddedGemm:
     """Pad ``g`` to the layout's channel ``alignment``; a convolution
     (``conv_in_channels`` given) on a direct-convolution array (``tap_channels`` > 0) also
     takes every kernel tap's input channels as whole atoms: its GEMM depth is
     taps x ceil(Cin / atom) x atom, where im2col would pack the taps into ceil(Cin x taps /
-    atom). Depthwise and grouped convolutions pad their number of groups instead."""
+    atom). One the array runs kernel-first (``kernel_first_taps`` > 0, regor's choice in
+    hardware/kernel_first.py) computes its taps in whole steps of that many. Depthwise and
+    grouped convolutions pad their number of groups instead."""
     alignment = max(alignment, 1)
     if conv_in_channels is None:
         padded = replace(g, k=round_up(g.k, alignment), n=round_up(g.n, alignment))
@@ -45,5 +48,7 @@ def pad_gemm(g: GemmShape, alignment: int, tap_channels: int = 0,
         return PaddedGemm(padded, padded, scale, scale)
     taps = g.k // max(cin, 1)
     stored = replace(g, k=round_up(cin, alignment) * taps, n=round_up(g.n, alignment))
+    if kernel_first_taps and kernel_first(cin, taps):
+        taps = round_up(taps, kernel_first_taps)
     computed = replace(stored, k=round_up(cin, max(alignment, tap_channels)) * taps)
     return PaddedGemm(stored, computed, round_up(cin, alignment) / cin, computed.n / g.n)

@@ -87,6 +87,10 @@ class MacArray:
     # atomic-C): each tap's channels are padded to a multiple of it, so a 3-channel 3x3
     # layer costs 9 atoms per pixel; 0: im2col packs all taps together (SCALE-Sim's GEMM)
     tap_channels: int = bounded(0, NON_NEGATIVE, plausible=(0, 4096))
+    # taps a convolution run kernel-first is stepped through at a time (Ethos-U85: four
+    # for 8-bit inputs, regor EstimateMacCyclesPerBlock; hardware/kernel_first.py says
+    # which convolutions): a 3x3 kernel takes three steps, 12 taps' time; 0: tap by tap
+    kernel_first_taps: int = bounded(0, NON_NEGATIVE, plausible=(0, 64))
     # the largest dilation the array applies itself; a convolution dilated further runs as
     # its kernel dilated with zeros (hardware/dilation.py, Vela's fixup_dilation_gt2);
     # 0: any dilation in hardware

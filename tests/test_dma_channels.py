@@ -125,7 +125,7 @@ def test_a_new_unit_brings_its_section_without_editing_the_profile_schema():
         Section = SlowPortSection
 
         @staticmethod
-        def channels(profile, reads, work):
+        def channels(profile, reads, work, precision):
             rate = profile.units["test_slow_port"].bytes_per_cycle
             return Channels(rate, rate, rate)
 

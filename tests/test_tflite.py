@@ -432,3 +432,20 @@ def test_npuflow_s_own_int8_model_kept_as_is_gives_the_same_figures(tmp_path):
     for key in ("latency_ms", "energy_mj", "kernels", "dram_bytes", "output_cosine",
                 "min_layer_cosine", "top1_agreement"):
         assert a[key] == b[key], key
+
+
+@pytest.mark.parametrize("name", ["mlperf_tiny/vww_mobilenet_v1_025_int8",
+                                  "keras_seeded/unet_64_int8", "mlperf_tiny/ad01_int8"])
+def test_an_int8_file_matches_litert_bit_for_bit_on_any_cpu(name):
+    """onnxruntime's AVX2 kernels (no VNNI) add u8 x s8 product pairs in saturating 16-bit
+    registers; LiteRT sums in 32 bits. Checked with 32-bit sums, npuflow's ONNX of each file
+    equals LiteRT's outputs exactly on this machine whatever its CPU (without them: 1-3
+    steps apart on an AVX2 EPYC, and the file refused); a session without them is the
+    CPU's own."""
+    from omegaconf import OmegaConf
+
+    from pipeline.exporters import tflite_export
+
+    cfg = OmegaConf.create({"path": str(MODELS / f"{name}.tflite"), "seed": 0})
+    _, record = tflite_export.export(cfg)
+    assert record["max_steps_vs_framework"] == 0.0

@@ -66,6 +66,9 @@ class Unit(ABC):
     lane: ClassVar[str]  # the timeline lane its time is drawn in
     host: ClassVar[bool] = False  # the fallback CPU rather than an NPU unit
     Section: ClassVar[type | None] = None  # its own profile section's schema, if any
+    # the unit it takes kernels from where both claim them (a chip's own way of copying
+    # replaces the generic copy): the claim is decided here, not by editing that unit
+    replaces: ClassVar[str | None] = None
 
     @staticmethod
     @abstractmethod
@@ -158,6 +161,8 @@ def _discover() -> None:
 def unit_for(work: Work, profile: HardwareProfile, depthwise: bool) -> type[Unit]:
     """The NPU unit that runs ``work`` on ``profile``."""
     chosen = [u for u in UNITS.values() if not u.host and u.runs(work, profile, depthwise)]
+    replaced = {u.replaces for u in chosen if u.replaces}
+    chosen = [u for u in chosen if u.name not in replaced]
     if len(chosen) != 1:
         raise LookupError(f"{len(chosen)} execution units claim a {work.unit} kernel "
                           f"(depthwise={depthwise}): {[u.name for u in chosen]}")

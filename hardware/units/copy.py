@@ -1,12 +1,12 @@
 """Data movement (Concat, Slice, Transpose, Pad, ...): a copy of the output through the
 SRAM port (``hardware.vector.copy_cycles`` at ``sram.bandwidth_bytes_per_cycle``), streamed
-with its DMA; on a chip that runs copies on its pooling engine, ``pooling_copy`` does."""
+with its DMA."""
 
 from __future__ import annotations
 
 from hardware.kernel_cost import WIDTHS, KernelCost
 from hardware.profile_schema import HardwareProfile
-from hardware.units import Operands, Unit, register, section, streamed
+from hardware.units import Operands, Unit, register, streamed
 from hardware.vector import copy_cycles
 from ops.work import MEMORY, Work
 
@@ -18,7 +18,7 @@ class CopyUnit(Unit):
 
     @staticmethod
     def runs(work: Work, profile: HardwareProfile, depthwise: bool) -> bool:
-        return work.unit == MEMORY and section(profile, "pooling_copy") is None
+        return work.unit == MEMORY
 
     @staticmethod
     def cost(work: Work, precision: str, profile: HardwareProfile, where: Operands

@@ -40,10 +40,9 @@ the host wrote (the image a network starts from: unpadded, channels last) is rea
 at a time, and a block covers one slice of its channels: where the input's channels are
 not the block's depth, each pixel is its own run of one block depth of elements, and each
 run costs a burst (regor ``EstimateMemoryTransfer``: bytes x longest burst / run). regor
-cuts such a convolution's input in depths of 16 when it runs it kernel-first (its
-``ChooseKernelFirst``: the utilisation of 16-deep input slices over the kernel's taps in
-fives, against 64-deep slices) and of 64 otherwise (``FindBlockConfig``'s IFM block
-depth), so a 3-channel image through a 3x3 kernel takes a 128-byte burst per 16 bytes:
+cuts such a convolution's input in depths of 16 when it runs it kernel-first
+(hardware/kernel_first.py) and of 64 otherwise (``FindBlockConfig``'s IFM block depth),
+so a 3-channel image through a 3x3 kernel takes a 128-byte burst per 16 bytes:
 its read channel moves an eighth of its rate. The NPU's own maps are written in its
 16-channel bricks (NHCWB16), whose runs are whole bricks: they lose nothing. Left out:
 regor's re-reads of an input block's halo and per sub-kernel, which add a quarter or so
@@ -55,13 +54,13 @@ them as it does the DRAM's.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from omegaconf import MISSING
 
 from hardware.bounds import AT_LEAST_1, POSITIVE, Range, bounded
 from hardware.kernel_cost import WIDTHS, bytes_per_cycle, latency_cycles
+from hardware.kernel_first import kernel_first
 from hardware.memory import Channels
 from hardware.output_blocks import blocks_in_plane
 from hardware.profile_schema import HardwareProfile
@@ -150,14 +149,10 @@ class DmaChannelsModel(DmaModel):
 
 
 def input_block_depth(host: HostInput) -> int:
-    """The depth regor cuts a convolution's input into (ethos_u85.cpp): 16 where it runs
-    the convolution kernel-first (``ChooseKernelFirst``: its 16-deep slices over the taps
-    in fives use the array at least as well as 64-deep slices), 64 otherwise."""
-    k = host.taps
-    k_rounded = (k // 5) * 5 + max(k % 5, 2)
-    kernel_first = host.channels / (math.ceil(host.channels / 16) * 16) * (k / k_rounded)
-    depth_first = host.channels / (math.ceil(host.channels / 64) * 64)
-    return 16 if kernel_first >= depth_first else 64
+    """The depth regor cuts a convolution's input into (ethos_u85.cpp ``FindBlockConfig``):
+    16 where it runs the convolution kernel-first (hardware/kernel_first.py), 64
+    otherwise."""
+    return 16 if kernel_first(host.channels, host.taps) else 64
 
 
 def run_share(host: HostInput, element_bytes: int, burst: int) -> float:

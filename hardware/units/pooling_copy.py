@@ -55,6 +55,7 @@ class PoolingCopyUnit(Unit):
     name = "pooling_copy"
     lane = "npu.vector"
     Section = PoolingCopySection
+    replaces = "memory"
 
     @staticmethod
     def runs(work: Work, profile: HardwareProfile, depthwise: bool) -> bool:

@@ -121,21 +121,21 @@ def host_input(work: Work, kernel: Kernel, graph: Graph) -> Work:
 
 
 def aligned(work: Work, kernel: Kernel, graph: Graph, alignment: int, tap_channels: int = 0,
-            lowering: Lowering | None = None) -> Work:
+            lowering: Lowering | None = None, kernel_first_taps: int = 0) -> Work:
     """Pad channels to the NPU's multiple (``hardware.channel_padding``): the GEMM (so
     compute cycles) and the bytes grow; ``macs`` stays the useful count, so utilization
     shows the waste. Inputs the host wrote (graph inputs) stay unpadded in DRAM: the
     padding happens as the NPU loads them, so their DRAM bytes are the tensors' own
     (``input_dram_ratio``). A convolution lowered to space-to-depth reads Cin x k x k
     contiguous channels in one tap."""
-    if (alignment <= 1 and tap_channels <= 1) or work.gemm is None:
+    if (alignment <= 1 and tap_channels <= 1 and not kernel_first_taps) or work.gemm is None:
         return work
     g = work.gemm
     cin = graph.tensors[kernel.anchor.inputs[0]].shape[1] \
         if kernel.anchor.op_type == "Conv" else None
     if cin is not None and lowering is not None and lowering.space_to_depth:
         cin = g.k
-    padded = pad_gemm(g, alignment, tap_channels, cin)
+    padded = pad_gemm(g, alignment, tap_channels, cin, kernel_first_taps)
     return replace(
         work, gemm=padded.computed,
         input_dram_ratio=1 / padded.input_scale if host_written(kernel, graph) else 1.0,

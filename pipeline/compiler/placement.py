@@ -131,7 +131,7 @@ def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_prec
     work = lowered(dilated(work, kernel, graph, profile.mac_array.hardware_dilation), kernel,
                    graph, lowering)
     work = aligned(work, kernel, graph, profile.channel_alignment,
-                   profile.mac_array.tap_channels, lowering)
+                   profile.mac_array.tap_channels, lowering, profile.mac_array.kernel_first_taps)
     work = mean_on_engine(work, kernel, graph, profile.mac_array.depthwise.spatial_means)
     work = concat_in_place(work, kernel, graph, profile.concat_in_place)
     work = host_input(work, kernel, graph)
