@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, replace
 
 from hardware.memory import Channels, OperandBytes, Tiling
-from hardware.profile_schema import HardwareProfile
+from hardware.profile_schema import HardwareProfile, WeightDecode
 from hardware.systolic import ComputeEstimate, compute_cycles
 from ops.work import GemmShape, Work
 
@@ -130,6 +130,16 @@ def matvec_compute(gemm: GemmShape, rows: int, cols: int, matvec_rows: int,
     return ComputeEstimate(cycles=cycles, folds=folds, mapping_efficiency=useful)
 
 
+def weight_decode_cycles(gemm: GemmShape, decode: WeightDecode) -> int:
+    """The weight decoder's floor (``mac_array.weight_decode``): ``cycles`` per block of
+    ``pixels`` output pixels, ``ofm_channels`` outputs and ``ifm_channels`` of the GEMM's
+    depth (the input slices and kernel taps counted together)."""
+    if decode.cycles <= 0:
+        return 0
+    return (decode.cycles * gemm.groups * math.ceil(gemm.m / decode.pixels)
+            * math.ceil(gemm.n / decode.ofm_channels) * math.ceil(gemm.k / decode.ifm_channels))
+
+
 def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
                   ) -> ComputeEstimate:
     """The array's cycles for a GEMM with ideal memory: SCALE-Sim's systolic time, or the
@@ -145,6 +155,7 @@ def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
     if 0 < gemm.m <= arr.matvec_rows:
         est = matvec_compute(gemm, rows, cols, arr.matvec_rows,
                              getattr(arr.throughput, precision))
+    est = replace(est, cycles=max(est.cycles, weight_decode_cycles(gemm, arr.weight_decode)))
     if arr.output_per_cycle <= 0:
         return est
     drained = gemm.groups * math.ceil(gemm.n / cols) * cols * gemm.m

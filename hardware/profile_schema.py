@@ -41,6 +41,23 @@ class PerPrecision:
 
 
 @dataclass
+class WeightDecode:
+    """The fewest cycles the MAC engine takes for an output micro-block's weights over one
+    input slice, however few pixels share them: Vela's "ideal weight decode", cycles_wb =
+    32 x micro-block depth / 8 per kernel step of ``ofm_channels`` outputs and
+    ``ifm_channels`` inputs, against 4 cycles per micro-block of pixels
+    (npu_performance.py ``_estimate_conv_cycles``; regor EstimateMacCyclesPerBlock). A
+    block of fewer than ``pixels`` output pixels waits for its weights: a fully connected
+    layer (one pixel) takes ``cycles`` per ``ofm_channels`` x ``ifm_channels`` weights.
+    ``cycles`` 0: no such floor."""
+
+    cycles: int = bounded(0, NON_NEGATIVE, plausible=(0, 1024))
+    pixels: int = bounded(1, AT_LEAST_1, plausible=(1, 1024))
+    ofm_channels: int = bounded(8, AT_LEAST_1, plausible=(1, 256))
+    ifm_channels: int = bounded(32, AT_LEAST_1, plausible=(1, 256))
+
+
+@dataclass
 class DepthwiseMode:
     """How the NPU runs a depthwise convolution (one input channel per output channel).
 
@@ -105,6 +122,8 @@ class MacArray:
     # no fill or drain, and its weight stream overlaps its compute (RKNN-Toolkit2's
     # estimate of 1..16-row fully connected layers); 0: every GEMM is SCALE-Sim's time
     matvec_rows: int = bounded(0, NON_NEGATIVE, plausible=(0, 256))
+    # the weight decoder's floor per output micro-block and input slice (WeightDecode)
+    weight_decode: WeightDecode = field(default_factory=WeightDecode)
 
 
 @dataclass

@@ -519,3 +519,28 @@ def test_a_thin_host_written_image_costs_the_u85_a_burst_per_block_depth():
                    [1, 3, 64, 64], "y", [ones, w])
     plan = compile_graph(behind, _profile("ethos_u85_256"), COMPILE, "int8", "int8")
     assert plan["kernels"][1]["cost"]["memory_cycles"] < thin / 4
+
+
+def test_a_fully_connected_layer_on_the_u65_waits_for_its_weights_to_decode():
+    """Vela 5.2.0 on MLPerf Tiny's ad01 (ethos-u65-256, Ethos_U65_Mid_End, Shared_Sram,
+    --verbose-performance): the NPU column of its 128 -> 128, 640 -> 128 and 128 -> 640
+    fully connected layers is 2,674, 13,499 and 14,630 cycles, 6-31 MACs a cycle of 256.
+    Its model decodes one 8-channel micro-block's weights for a 32-deep input slice in 32
+    cycles (cycles_wb), however few pixels share them: 32 x N/8 x K/32 = 2,048, 10,240 and
+    10,240, the rest being its output and command overheads. Without the floor the 16x16
+    array's own time is less (its folds' fill and drain: 1,264 for 128 -> 128)."""
+    from hardware.kernel_cost import array_compute
+
+    u65 = _profile("ethos_u65_256")
+    plain = dataclasses.replace(u65, mac_array=dataclasses.replace(
+        u65.mac_array, weight_decode=dataclasses.replace(u65.mac_array.weight_decode,
+                                                         cycles=0)))
+    for (k, n), vela in {(128, 128): 2674, (640, 128): 13499, (128, 640): 14630}.items():
+        gemm = GemmShape(1, k, n)
+        decoded = array_compute(gemm, u65, "int8").cycles
+        assert decoded == 32 * (n // 8) * math.ceil(k / 32)
+        assert 0.65 < decoded / vela <= 1.0
+        assert array_compute(gemm, plain, "int8").cycles < decoded
+    # a map of 32 pixels or more fills the micro-blocks: the floor is the array's own time
+    wide = GemmShape(64 * 64, 288, 64)
+    assert array_compute(wide, u65, "int8") == array_compute(wide, plain, "int8")
