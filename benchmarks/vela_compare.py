@@ -109,12 +109,23 @@ Why the numbers differ (the same network, the same accelerator, two models of it
   of every row is `cycles_excluding_io`: Vela's cycles are its command stream's, the
   input already in the arena, so the application's hand-over of the graph's input and
   output (`graph_io`, 2 x 5 us on the Ethos-U profiles: 10,000 cycles at the U85's 1
-  GHz, a fifth of ad01) is left out. What is still Vela's alone on the U85: its 2-D
-  block shapes and the input each block re-reads (with the halo, and a 3-channel input
-  in 32- or 64-byte bursts: the stem of a 96x96 MobileNet reads 10.5x its 27 KB from
-  DRAM), its per-block MAC and output-stage cycles (ResNet-8's 3x3 layers take it 47-58%
-  of the U85-1024's MACs, npuflow 65%), its per-microblock pooling time, its resize and
-  copy kernels (the U-Net), and its cascading of feature maps.
+  GHz, a fifth of ad01) is left out. Then, read in regor after the U85 pairs were seen
+  at 0.59-1.16 (and U65 ad01 at 0.72), four more of its rules: the input the host wrote
+  (a 3-channel image, channels last in DRAM) is fetched in bursts of one input block's
+  depth, 16 where regor runs the stem kernel-first, so each 128-byte burst carries 16
+  useful bytes (`EstimateMemoryTransfer`; the stem of a 96x96 MobileNet reads its 27 KB
+  at an eighth of the channel's rate); a kernel-first convolution steps its taps four at
+  a time, a 3x3 kernel in three steps of 12 taps' time
+  (`EstimateMacCyclesPerBlock`: `mac_array.kernel_first_taps`; ResNet-8's 16-channel
+  3x3 layers); a copy (the U-Net's skip copies) runs on the pooling engine as a 1x1
+  average pool at four kernel steps per micro-block (`UseAvgPoolNop`:
+  `units.pooling_copy`); and on every Ethos-U the weight decoder takes 32 cycles for an
+  8-channel micro-block's weights over an input slice however few pixels share them
+  (Vela's `cycles_wb`: `mac_array.weight_decode`), which sets a fully connected layer's
+  time on the U65 (ad01: 0.72 -> 0.82). tf2onnx's last Transposes (NCHW -> NHWC before
+  each output) go with its first: the application reads NHWC. What is still Vela's alone:
+  its 2-D block shapes and the halo each block re-reads, its per-block delays, output
+  and command cycles, its resize, and its cascading of feature maps.
 - **The TFLite file and the float ONNX.** The TFLite column compiles the very file Vela
   compiles. The ONNX column is the float twin quantized by npuflow; tf2onnx's first
   Transpose (NHWC -> NCHW) is the application's layout (`ops/io_layout.py`), not a kernel;

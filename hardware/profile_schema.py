@@ -51,9 +51,15 @@ class WeightDecode:
     layer (one pixel) takes ``cycles`` per ``ofm_channels`` x ``ifm_channels`` weights.
     ``cycles`` 0: no such floor."""
 
+    # cycles to decode one micro-block's weights over one input slice (Vela's cycles_wb);
+    # 0: no floor
     cycles: int = bounded(0, NON_NEGATIVE, plausible=(0, 1024))
+    # output pixels whose micro-blocks take as long as the decode (8 micro-blocks on the
+    # U55/U65: 4 cycles each against 32)
     pixels: int = bounded(1, AT_LEAST_1, plausible=(1, 1024))
+    # output channels of one micro-block
     ofm_channels: int = bounded(8, AT_LEAST_1, plausible=(1, 256))
+    # GEMM depth (input channels x taps) of one input slice
     ifm_channels: int = bounded(32, AT_LEAST_1, plausible=(1, 256))
 
 

@@ -169,8 +169,7 @@ def check_model(model: onnx.ModelProto, where: str) -> None:
         raise UserError(f"{where}: the ONNX checker rejects the model: {first}") from exc
 
 
-def session_options(threads: int = 1, optimized: bool = True, wide_sums: bool = False
-                    ) -> ort.SessionOptions:
+def session_options(threads: int = 1, optimized: bool = True) -> ort.SessionOptions:
     """Single-threaded by default: onnxruntime's multi-threaded kernels can differ in the
     last bits between runs, and npuflow's metrics must be bit-for-bit reproducible.
 
@@ -178,17 +177,17 @@ def session_options(threads: int = 1, optimized: bool = True, wide_sums: bool = 
     repacking every MatMul and Conv weight at load costs more than it saves (a 4B language
     model's 0.4 GB block: 1.8 s -> 0.65 s a session, 0.29 -> 0.33 s a run).
 
-    ``wide_sums``: 8-bit products summed in 32 bits on every CPU
-    (``session.x64quantprecision``). Without VNNI, onnxruntime's AVX2 kernels add pairs of
-    u8 x s8 products in 16-bit registers that saturate (microsoft/onnxruntime#14642,
-    #16105), so a quantized model's outputs depend on the CPU: MLPerf Tiny's VWW file runs
-    2 quantization steps from LiteRT's on an AVX2 EPYC, 0 on an AVX-512 VNNI Xeon, and 0
-    on both with wide sums. Off by default: npuflow's accuracy figures are what onnxruntime
-    gives on the machine, as a user's own session would."""
+    A QDQ model runs as written (``session.disable_quant_qdq``): DequantizeLinear, the float
+    op, QuantizeLinear; the products of 8-bit values are exact in fp32 and summed in fp32,
+    as an NPU's 32-bit accumulators sum them. onnxruntime's fused int8 kernels are not used:
+    without VNNI their AVX2 form adds pairs of u8 x s8 products in saturating 16-bit
+    registers (microsoft/onnxruntime#14642, #16105), so a quantized model's figures
+    depended on the CPU: the default run's int8 output cosine read 0.9968 on an AVX2 EPYC
+    and 0.9996 on an AVX-512 VNNI Xeon (0.9996 as written), and MLPerf Tiny's VWW file ran
+    2 quantization steps from LiteRT's there (0 as written)."""
     options = ort.SessionOptions()
     options.add_session_config_entry("session.disable_prepacking", "1")
-    if wide_sums:
-        options.add_session_config_entry("session.x64quantprecision", "1")
+    options.add_session_config_entry("session.disable_quant_qdq", "1")
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = threads
@@ -198,32 +197,18 @@ def session_options(threads: int = 1, optimized: bool = True, wide_sums: bool = 
 
 
 def session(model: onnx.ModelProto | bytes | Path, threads: int = 1, where: str = "model",
-            optimized: bool = True, disabled: tuple[str, ...] = (), wide_sums: bool = False
-            ) -> ort.InferenceSession:
+            optimized: bool = True, disabled: tuple[str, ...] = ()) -> ort.InferenceSession:
     """An onnxruntime CPU session; an op it cannot run becomes one line naming the node.
     ``optimized=False`` runs the graph as written (no onnxruntime fusions), the honest
     reference when checking what a graph pass changed; ``disabled`` names onnxruntime graph
-    transformers to leave out; ``wide_sums`` sums 8-bit products in 32 bits
-    (``session_options``).
-
-    onnxruntime's 32-bit summing rewrites the 8-bit weights it feeds, and fails to load
-    some graphs that way (an 8-bit weight two nodes share: "Attempt to replace the existing
-    tensor"; a QOperator QLinearConv rewritten to a kernel it lacks; onnxruntime
-    1.31-1.32): such a graph is loaded without it, and an error then is the graph's own."""
+    transformers to leave out."""
+    options = session_options(threads, optimized)
     data = model if isinstance(model, bytes) else str(model) if isinstance(model, Path) \
         else model.SerializeToString()
-    extra = {"disabled_optimizers": list(disabled)} if disabled else {}
     try:
-        if wide_sums:
-            wide = session_options(threads, optimized, wide_sums=True)
-            wide.log_severity_level = 4  # its failure is not the user's: not printed
-            try:
-                return ort.InferenceSession(data, wide, providers=["CPUExecutionProvider"],
-                                            **extra)
-            except Exception:  # retried as written below, whose error is the one reported
-                pass
-        return ort.InferenceSession(data, session_options(threads, optimized),
-                                    providers=["CPUExecutionProvider"], **extra)
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"],
+                                    **({"disabled_optimizers": list(disabled)} if disabled
+                                       else {}))
     except Exception as exc:  # onnxruntime raises its own pybind exception types
         proto = model if isinstance(model, onnx.ModelProto) else None
         reason = _ort_reason(str(exc), proto)

@@ -437,11 +437,10 @@ def test_npuflow_s_own_int8_model_kept_as_is_gives_the_same_figures(tmp_path):
 @pytest.mark.parametrize("name", ["mlperf_tiny/vww_mobilenet_v1_025_int8",
                                   "keras_seeded/unet_64_int8", "mlperf_tiny/ad01_int8"])
 def test_an_int8_file_matches_litert_bit_for_bit_on_any_cpu(name):
-    """onnxruntime's AVX2 kernels (no VNNI) add u8 x s8 product pairs in saturating 16-bit
-    registers; LiteRT sums in 32 bits. Checked with 32-bit sums, npuflow's ONNX of each file
-    equals LiteRT's outputs exactly on this machine whatever its CPU (without them: 1-3
-    steps apart on an AVX2 EPYC, and the file refused); a session without them is the
-    CPU's own."""
+    """onnxruntime's fused int8 kernels on AVX2 (no VNNI) add u8 x s8 product pairs in
+    saturating 16-bit registers; LiteRT sums in 32 bits. Run as written (DequantizeLinear,
+    float op, QuantizeLinear), npuflow's ONNX of each file equals LiteRT's outputs exactly
+    whatever the CPU (fused: 1-3 steps apart on an AVX2 EPYC, and the file refused)."""
     from omegaconf import OmegaConf
 
     from pipeline.exporters import tflite_export

@@ -35,8 +35,11 @@ class PoolingCopySection:
     """The pooling engine's output micro-block a copy runs in (regor's s_EthosU85Configs
     ofmUBlocks) and the kernel steps it pays at least (regor: 4)."""
 
+    # output pixels of the micro-block a copy runs in (1x2x16 on the U85-256: 2)
     ublock_pixels: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 64))
+    # its channels: a tensor's channels are rounded up to a multiple of them
     ublock_depth: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 256))
+    # kernel steps a micro-block pays at least, whatever the kernel (regor: max(4, taps))
     min_kernel_steps: int = bounded(4, AT_LEAST_1, plausible=(1, 64))
 
 

@@ -1,8 +1,8 @@
 """``model=tflite``: a TFLite file (int8, int16x8 or float) as the pipeline's ONNX, with the
 file's own quantization (``tflite_reader``, ``tflite_onnx``), checked against LiteRT.
 
-The check runs the ONNX graph in onnxruntime (its 8-bit products summed in 32 bits, as
-LiteRT sums them, on every CPU: ``onnx_io.session_options``) and the file in LiteRT on
+The check runs the ONNX graph in onnxruntime (a QDQ graph as written, its 8-bit products
+summed exactly on every CPU: ``onnx_io.session_options``) and the file in LiteRT on
 the same seeded input and compares the outputs in the file's own units: for a quantized
 output, in quantization steps (the two are equal on MLPerf Tiny's files and the seeded
 Keras networks; the tests hold every output within one step), for a float output, relative
@@ -46,7 +46,7 @@ def export(cfg: DictConfig) -> tuple[onnx.ModelProto, dict[str, Any]]:
 
 def _against_litert(model: onnx.ModelProto, path: Path, seed: int) -> dict[str, float]:
     where = f"model.path '{path}'"
-    sess = onnx_io.session(model, where=where, wide_sums=True)  # LiteRT's sums are 32-bit
+    sess = onnx_io.session(model, where=where)
     feeds = onnx_io.seeded_feeds(sess, seed)
     ours = onnx_io.run(sess, feeds, where)
     runner = litert.Runner(path)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from pipeline import onnx_io
 from pipeline.llm import graph as llm_graph
 from pipeline.llm.spec import LlmSpec
 from pipeline.zoo.builder import GraphBuilder
@@ -150,11 +151,9 @@ def model(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
 
 
 def _session(onnx_model: onnx.ModelProto) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1  # bit-exact from run to run
-    return ort.InferenceSession(onnx_model.SerializeToString(), options)
+    """npuflow's own session: one thread (bit-exact from run to run), a QDQ graph as
+    written (its 8-bit products summed exactly on every CPU: ``onnx_io.session_options``)."""
+    return onnx_io.session(onnx_model, where="the proxy decoder")
 
 
 def logits(onnx_model: onnx.ModelProto, embed: np.ndarray, window: np.ndarray) -> np.ndarray:
