@@ -2,8 +2,9 @@
 
 Each unit is a class in its own module here, with its cost function and the profile
 section it reads: the MAC array (``array``), the vector unit (``vector``), the depthwise
-engine (``depthwise_engine``), data-movement copies (``copy``), views that move nothing
-(``free``) and the host CPU (``host``); an output stage (``lut_epilogue``) adds its time to
+engine (``depthwise_engine``), data-movement copies (``copy``, or ``pooling_copy`` on a
+chip that copies on its pooling engine), views that move nothing (``free``) and the host
+CPU (``host``); an output stage (``lut_epilogue``) adds its time to
 the kernels it applies to; a DMA model (``dma_channels``) sets the rate each of a
 kernel's DRAM streams gets. The profile selects and parameterises them (which unit a
 depthwise convolution runs on, whether an output stage exists, every rate). Modules are

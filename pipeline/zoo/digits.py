@@ -22,13 +22,17 @@ def _train_and_export(seed: int, opset: int, hidden: tuple[int, ...]) -> onnx.Mo
     try:
         from skl2onnx import to_onnx
         from sklearn.neural_network import MLPClassifier
+        from threadpoolctl import threadpool_limits
     except ImportError as exc:
         raise UserError(
             "model=digits_mlp needs scikit-learn and skl2onnx: pip install 'npuflow[sklearn]'"
         ) from exc
     x_tr, y_tr, _, _ = digits.split(seed)
     clf = MLPClassifier(hidden_layer_sizes=hidden, random_state=seed, max_iter=400)
-    clf.fit(x_tr, y_tr)
+    # one BLAS thread: its sums' order, so the weights, change with the thread count (a
+    # joblib or Ray worker gets fewer threads than the main process)
+    with threadpool_limits(limits=1):
+        clf.fit(x_tr, y_tr)
     model = to_onnx(
         clf,
         x_tr[:1],
@@ -57,7 +61,7 @@ def digits_mlp(seed: int, opset: int, cache_dir: str, hidden: list[int] | None =
 
     layers = tuple(hidden or (128, 64))
     key = json.dumps([seed, opset, layers, sklearn.__version__, digits.HELD_OUT_FRACTION,
-                      "op-names"])
+                      "op-names", "one-thread"])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     path = Path(cache_dir) / "zoo" / f"digits_mlp-{digest}.onnx"
     if path.exists():
