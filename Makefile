@@ -29,11 +29,15 @@ run: $(VENV)/.installed   ## set up and run the default pipeline
 lint: $(VENV)/.installed-test
 	$(PY) -m ruff check .
 
+# TEST_WORKERS: pytest-xdist processes; two, one per core of this project's machines and CI
+# (the suite takes half the time of one process: most tests wait on one subprocess)
+TEST_WORKERS ?= 2
+
 test: $(VENV)/.installed-test lint   ## set up and pass the tests
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.installed-test   ## the in-process tier: no subprocesses, services or fits
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 readme-figures: $(VENV)/.installed-test   ## the README's example figures (ARGS=--write rewrites)
 	$(PY) docs/readme_figures.py $(ARGS)

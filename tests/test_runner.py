@@ -103,3 +103,27 @@ def test_every_metric_a_stage_returns_is_one_it_declares(tmp_path):
         for stage_name, stage in build_chain(compose_config(*args).stages):
             returned = json.loads((tmp_path / name / stage_name / "metrics.json").read_text())
             assert set(returned) <= stage.produces, (stage_name, set(returned) - stage.produces)
+
+
+def test_slices_of_a_grid_share_their_unchanged_groups_and_stay_read_only():
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ReadonlyConfigError
+
+    from pipeline.running.runner import stage_config
+
+    chain = dict(build_chain(compose_config().stages))
+    slices = []
+    for tile in (16, 64):
+        cfg = compose_config("compile.tiling.mode=fixed", f"compile.tiling.tile_m={tile}")
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        sub, values = stage_config(cfg, chain["compile"], resolved)
+        assert OmegaConf.to_container(sub) == values == {k: resolved[k] for k in values}
+        slices.append(sub)
+    first, second = slices
+    assert (first.compile.tiling.tile_m, second.compile.tiling.tile_m) == (16, 64)
+    assert first._get_node("hardware") is second._get_node("hardware")
+    for sub in slices:
+        with pytest.raises(ReadonlyConfigError):
+            sub.hardware.frequency_mhz = 1
+        with pytest.raises(ReadonlyConfigError):
+            sub.compile.tiling.tile_m = 1

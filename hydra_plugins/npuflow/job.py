@@ -5,10 +5,13 @@ change when ``hydra.job.chdir`` asks for it, the job's logging, ``.hydra/config.
 ``hydra.yaml`` and ``overrides.yaml``, ``hydra.job.env_set``, the callbacks'
 ``on_job_start``/``on_job_end`` and a ``JobReturn``. What differs is cost: Hydra writes the
 three files with OmegaConf's pure-Python YAML emitter (~60 ms a job, more than compiling
-and simulating mobilenet_v2 with fixed tiles) and deep-copies the Hydra node once more;
-here the files are written by libyaml from plain containers, with OmegaConf's quoting
-rule (a string that reads back as a bool, int or float is quoted), so ``OmegaConf.load``
-reads back the same values. tests/test_sweep_points.py compares the files with Hydra's.
+and simulating mobilenet_v2 with fixed tiles), deep-copies the whole config for the task's
+part and copies the Hydra node twice (``set_config``). Here the job's config, a fresh
+composition that nothing else holds, gives its own nodes to the task's config and to
+``HydraConfig``, and the files are written by libyaml from plain containers, with
+OmegaConf's quoting rule (a string that reads back as a bool, int or float is quoted), so
+``OmegaConf.load`` reads back the same values. tests/test_sweep_points.py compares the
+files with Hydra's.
 """
 
 # no ``from __future__ import annotations``: Hydra's plugin scan runs this module outside
@@ -61,9 +64,30 @@ def _save(node: Any, name: str, folder: Path) -> None:
 
 
 def task_config(config: DictConfig) -> DictConfig:
-    """The job's config without the Hydra node, copied (Hydra deep-copies the whole config,
-    Hydra node included, which is most of its size, then deletes it)."""
-    return OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+    """The job's config without the Hydra node. Its groups are the job config's own nodes,
+    moved under a new root, not copied: every config a launcher hands to ``run_job`` is
+    that job's own fresh composition, used for nothing else (Hydra deep-copies the whole
+    config, then deletes the Hydra node; a masked copy cost ~30 ms a job)."""
+    task = DictConfig(content={}, flags={"no_deepcopy_set_nodes": True})
+    for key in config:
+        if key != "hydra":
+            task[key] = config._get_node(key)
+    task._set_flag("no_deepcopy_set_nodes", None)
+    return task
+
+
+def _set_hydra_config(config: DictConfig) -> None:
+    """``HydraConfig.set_config`` without its copy of the Hydra node: the job's config is
+    its own (see ``task_config``), so ``HydraConfig`` can show that very node, read-only and
+    parented to the whole config (interpolations from the Hydra node into the task's keys
+    resolve, as in Hydra's)."""
+    OmegaConf.set_readonly(config.hydra, True)
+    node = config._get_node("hydra")
+    view = DictConfig(content={}, flags={"no_deepcopy_set_nodes": True})
+    view["hydra"] = node
+    view._set_flag("no_deepcopy_set_nodes", None)
+    node._set_parent(config)
+    HydraConfig.instance().cfg = view  # type: ignore[assignment]
 
 
 def run_job(task_function: TaskFunction, config: DictConfig, job_dir_key: str,
@@ -71,19 +95,18 @@ def run_job(task_function: TaskFunction, config: DictConfig, job_dir_key: str,
     callbacks = hydra_context.callbacks
     old_cwd = os.getcwd()
     orig_hydra_cfg = HydraConfig.instance().cfg
-    HydraConfig.instance().set_config(config)
+    _set_hydra_config(config)
     output_dir = str(OmegaConf.select(config, job_dir_key))
     if job_subdir_key is not None:
         output_dir = os.path.join(output_dir, str(OmegaConf.select(config, job_subdir_key)))
     with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
         config.hydra.runtime.output_dir = os.path.abspath(output_dir)
-    HydraConfig.instance().set_config(config)
     chdir = bool(config.hydra.job.chdir)  # None means False since Hydra 1.2
     try:
         ret = JobReturn()
         task_cfg = task_config(config)
         ret.cfg = task_cfg
-        hydra_cfg = HydraConfig.instance().cfg  # a fresh copy per job already
+        hydra_cfg = HydraConfig.instance().cfg
         ret.hydra_cfg = hydra_cfg
         ret.overrides = list(OmegaConf.to_container(config.hydra.overrides.task))
         Path(output_dir).mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from rich.table import Table
 
 from pipeline.artifacts import pyplot, save_figure, write_csv, write_text
 from pipeline.html_report import write_run_report, write_sweep_report
-from pipeline.simulator.plots import draw_run
+from pipeline.reports.figures import Figure, draw_all
+from pipeline.simulator.plots import run_figures
 
 COLUMNS = ("latency_ms", "throughput_fps", "throughput_ips", "energy_mj", "energy_mj_per_image",
            "mac_utilization", "sram_hit_rate",
@@ -124,7 +126,10 @@ def pareto(rows: list[dict[str, Any]]) -> list[bool]:
             for p in pts]
 
 
-def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]) -> dict[str, dict]:
+def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]
+                  ) -> tuple[dict[str, dict], Figure]:
+    """summary.csv and summary.md; returns the best point per objective and the function
+    that draws pareto.png."""
     flags = pareto(rows)
     fields = ["job", "overrides", "status", *COLUMNS, "pareto", "reason"]
     write_csv(sweep_dir / "summary.csv",
@@ -144,7 +149,6 @@ def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]) -> dict[str, dict
         lines.append(f"| {row['job']} | {row['overrides']} | {cells} | "
                      f"{'*' if flag else 'dominated'} |")
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
-    _plot(rows, flags, sweep_dir / "pareto.png")
     best = {}
     for metric, pick in OBJECTIVES.items():
         valid = [r for r in rows if r.get(metric) is not None]
@@ -152,7 +156,7 @@ def write_summary(sweep_dir: Path, rows: list[dict[str, Any]]) -> dict[str, dict
             winner = pick(valid, key=lambda r, m=metric: r[m])
             best[metric] = {"job": winner["job"], "value": winner[metric],
                             "overrides": winner["overrides"]}
-    return best
+    return best, partial(_plot, rows, flags, sweep_dir / "pareto.png")
 
 
 def _f(value: Any) -> str:
@@ -220,13 +224,15 @@ def _plot(rows: list[dict[str, Any]], flags: list[bool], path: Path) -> None:
 PLOTTED = ("latency_ms", "energy_mj")  # the picks whose simulate plots the summary draws
 
 
-def draw_picked(sweep_dir: Path, best: dict[str, dict]) -> None:
+def picked_figures(sweep_dir: Path, best: dict[str, dict]) -> list[Figure]:
     """The simulate plots of the fastest and the most frugal job (skipped while the sweep
     ran; ``python -m pipeline.simulator.plots JOB_DIR`` draws any other)."""
+    figures: list[Figure] = []
     for job in sorted({best[m]["job"] for m in PLOTTED if m in best}):
         run = sweep_dir / job
         if not (run / "simulate" / "timeline.png").is_file():
-            draw_run(run)
+            figures += run_figures(run)
+    return figures
 
 
 class SweepSummary(Callback):
@@ -235,8 +241,8 @@ class SweepSummary(Callback):
         rows = collect(sweep_dir) if sweep_dir.is_dir() else []
         if not rows:
             return
-        best = write_summary(sweep_dir, rows)
-        draw_picked(sweep_dir, best)
+        best, pareto_figure = write_summary(sweep_dir, rows)
+        draw_all([pareto_figure, *picked_figures(sweep_dir, best)])
         for job in {b["job"] for b in best.values()}:  # their pages now have the plots
             if (sweep_dir / job / "metrics.json").is_file():
                 write_run_report(sweep_dir / job)
