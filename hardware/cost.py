@@ -62,7 +62,7 @@ def staggered_cores(lockstep: KernelCost, alone: KernelCost) -> KernelCost:
     compute, so they keep the lockstep cost."""
     port = lockstep.memory_cycles + lockstep.overhead_cycles
     total = min(lockstep.total_cycles, max(alone.total_cycles, port))
-    return replace(lockstep, total_cycles=total)
+    return lockstep if total == lockstep.total_cycles else replace(lockstep, total_cycles=total)
 
 
 def auto_tiling(work: Work, precision: str, profile: HardwareProfile,

@@ -478,7 +478,11 @@ def test_single_buffered_cores_share_the_port_by_the_asymptotic_bound(m, k, n, c
     port = _shared_port(many)
     lockstep = [npu_kernel_cost(share, "int8", port, auto_tiling(share, "int8", port).tiling)
                 for share in core_shares(work, cores, False)]
-    assert split.total_cycles < min(c.total_cycles for c in lockstep)  # out of step
+    fastest = min(lockstep, key=lambda c: c.total_cycles)
+    # out of step is faster than lockstep, unless the port itself is the bound: every
+    # core's bytes plus the dispatch (Hypothesis found m=64, k=16, n=16 on four cores)
+    assert split.total_cycles < fastest.total_cycles or \
+        split.total_cycles == fastest.memory_cycles + fastest.overhead_cycles
 
 
 def _shared_port(p):

@@ -20,6 +20,7 @@ it); bytes and energy are all cores'.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -87,14 +88,21 @@ def _ceil(value: int, parts: int) -> int:
 
 def core_shares(work: Work, cores: int, depthwise: bool) -> list[Work]:
     """The per-core work of each way to split ``work`` over ``cores`` (empty: none)."""
+    return list(_core_shares(work, cores, depthwise))
+
+
+@functools.lru_cache(maxsize=4096)
+def _core_shares(work: Work, cores: int, depthwise: bool) -> tuple[Work, ...]:
+    """``core_shares``, remembered: a sweep or an evaluator prices the same kernels' work
+    at every point (Work is frozen, so a share is a value)."""
     if cores <= 1:
-        return []
+        return ()
     shares = []
     g = work.gemm
     if g is None:
-        return [dataclasses.replace(work, vector_ops=_ceil(work.vector_ops, cores),
+        return (dataclasses.replace(work, vector_ops=_ceil(work.vector_ops, cores),
                                     input_elems=_ceil(work.input_elems, cores),
-                                    output_elems=_ceil(work.output_elems, cores))]
+                                    output_elems=_ceil(work.output_elems, cores)),)
     if depthwise and g.groups >= cores:  # channels: each core its own channels, whole maps
         shares.append(dataclasses.replace(
             work, gemm=dataclasses.replace(g, groups=_ceil(g.groups, cores)),
@@ -111,7 +119,7 @@ def core_shares(work: Work, cores: int, depthwise: bool) -> list[Work]:
             work, gemm=dataclasses.replace(g, m=_ceil(g.m, cores)),
             macs=_ceil(work.macs, cores), input_elems=_ceil(work.input_elems, cores),
             output_elems=_ceil(work.output_elems, cores)))
-    return shares
+    return tuple(shares)
 
 
 def _one_core_cost(work: Work, name: str, precision: str, profile: HardwareProfile,

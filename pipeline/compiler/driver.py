@@ -16,6 +16,7 @@ one place is the point; each pass's own logic lives in its module.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -216,6 +217,22 @@ class Layout:
     sram_total: int
     act_budget: int
 
+    # the plan's buffer entries and arena figures, computed once per layout: the batch
+    # evaluator reuses one layout for every point (never edited: a plan body only reads them)
+    @functools.cached_property
+    def buffer_entries(self) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(b) for b in self.buffers]
+
+    @functools.cached_property
+    def arena_figures(self) -> dict[str, Any]:
+        sram_peak = memory_plan.arena_peak(self.buffers, "sram")
+        return {"sram_arena_peak_bytes": sram_peak,
+                "sram_live_peak_bytes": memory_plan.live_peak(self.buffers, "sram"),
+                "sram_headroom": 1 - sram_peak / max(self.act_budget, 1),
+                "dram_arena_peak_bytes": memory_plan.arena_peak(self.buffers, "dram"),
+                "spilled_to_dram": sorted(b.tensor for b in self.buffers
+                                          if b.want_sram and b.memory == "dram")}
+
 
 def layout(decisions: list[Decision], graph: Graph, profile: HardwareProfile,
            cfg: DictConfig) -> Layout:
@@ -262,7 +279,7 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
     return {
         "kernels": kernels,
         "transfers": _transfers(decisions, kernels, graph, profile),
-        "buffers": [dataclasses.asdict(b) for b in buffers],
+        "buffers": lay.buffer_entries,
         "memory": {
             "sram_bytes": sram_total, "activation_budget_bytes": act_budget,
             "weights": _name(cfg.memory.weights),
@@ -272,12 +289,7 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
             "weight_dram_traffic_bytes": sum(k["cost"]["weight_dram_bytes"]
                                              for k in kernels),
             "tile_budget_bytes": tile_budget,
-            "sram_arena_peak_bytes": memory_plan.arena_peak(buffers, "sram"),
-            "sram_live_peak_bytes": memory_plan.live_peak(buffers, "sram"),
-            "sram_headroom": 1 - memory_plan.arena_peak(buffers, "sram") / max(act_budget, 1),
-            "dram_arena_peak_bytes": memory_plan.arena_peak(buffers, "dram"),
-            "spilled_to_dram": sorted(b.tensor for b in buffers
-                                      if b.want_sram and b.memory == "dram"),
+            **lay.arena_figures,
         },
     }
 
@@ -295,7 +307,8 @@ def _kernel_entry(i: int, d: Decision, cost: KernelCost, tiling: Tiling | None, 
             static[i] = base
     entry = dict(base)
     entry.update(unit=cost.unit, cost=_cost_dict(cost), cores=cores,
-                 tiling=None if tiling is None else dataclasses.asdict(tiling))
+                 tiling=None if tiling is None else {"tm": tiling.tm, "tn": tiling.tn,
+                                                     "tk": tiling.tk, "order": tiling.order})
     return entry
 
 
