@@ -495,3 +495,27 @@ def test_a_residual_add_fuses_into_the_main_path_however_the_block_is_listed():
     assert fused[0] == fused[1] and "add" in fused[0]["main1"]
     totals = {sum(k["cost"]["total_cycles"] for k in plan["kernels"]) for plan in plans}
     assert len(totals) == 1
+
+
+@pytest.mark.parametrize("model,hardware", [("mobilenet_v2", "ethos_u55_256"),
+                                            ("bert_encoder", "rk3588")])
+def test_a_plan_read_from_its_file_is_the_plan_compile_remembered(tmp_path, model, hardware):
+    """read_plan serves a plan compile remembered by the file's bytes; a fresh parse of
+    the same bytes is the same Plan, and other bytes are parsed, not served."""
+    from pipeline.artifacts import write_json
+    from pipeline.compiler import plan as plan_module
+
+    written = _compile(from_onnx(ZOO[model](seed=0, opset=17)), _profile(hardware))
+    built = Plan.from_json(written)
+    path = tmp_path / "plan.json"
+    write_json(path, written)
+    plan_module.remember_plan(path, built)
+    assert plan_module.read_plan(path) is built
+    plan_module._READ.clear()
+    assert plan_module.read_plan(path) == built  # the file's own parse
+    other = dict(written, graph="renamed")
+    write_json(path, other)
+    assert plan_module.read_plan(path).graph == "renamed"
+    path.write_text("{not json")
+    with pytest.raises(UserError, match=r"plan\.json"):
+        plan_module.read_plan(path)

@@ -16,6 +16,7 @@ documentation must not drift apart, so they are kept together.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import sys
 import types
@@ -222,11 +223,36 @@ class Plan:
 
 
 def read_plan(path: Path) -> Plan:
-    """compile/plan.json, typed; a file that does not match is one line naming it."""
+    """compile/plan.json, typed; a file that does not match is one line naming it.
+
+    Plans are remembered per process by the file's bytes: a sweep job's compile stage
+    builds the plan it writes (``remember_plan``), and its simulate stage and report read
+    the same bytes again (parsing and checking a plan was ~10 ms a read). A Plan is frozen;
+    the same bytes give the same Plan."""
     try:
-        return Plan.from_json(json.loads(path.read_text()))
-    except (PlanError, json.JSONDecodeError) as exc:
+        data = path.read_bytes()
+        key = hashlib.blake2b(data, digest_size=16).digest()
+        plan = _READ.get(key)
+        if plan is None:
+            plan = Plan.from_json(json.loads(data))
+            _remember(key, plan)
+        return plan
+    except (PlanError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: {exc}") from None
+
+
+def remember_plan(path: Path, plan: Plan) -> None:
+    """``plan`` is what ``path`` (just written from ``plan.to_json()``'s data) reads as."""
+    _remember(hashlib.blake2b(path.read_bytes(), digest_size=16).digest(), plan)
+
+
+def _remember(key: bytes, plan: Plan) -> None:
+    if len(_READ) >= 64:
+        _READ.pop(next(iter(_READ)))
+    _READ[key] = plan
+
+
+_READ: dict[bytes, Plan] = {}
 
 
 def _key(field: str) -> str:

@@ -17,7 +17,7 @@ from pipeline.artifacts import file_digest, write_json, write_text
 from pipeline.compiler import precision_curve
 from pipeline.compiler.annotate import annotate
 from pipeline.compiler.driver import compile_graph
-from pipeline.compiler.plan import Plan
+from pipeline.compiler.plan import Plan, remember_plan
 from pipeline.compiler.report import compile_log, fallback_summary, print_summary
 from pipeline.llm import retarget
 from pipeline.llm import source as llm_source
@@ -59,6 +59,7 @@ class CompileStage(Stage):
         written = compile_graph(graph, profile, cfg.compile, scheme, float_precision)
         plan = Plan.from_json(written)  # the writer's output checked against the types
         write_json(out_dir / "plan.json", written)
+        remember_plan(out_dir / "plan.json", plan)
         onnx_io.save_model(annotate(model, plan), out_dir / "model.annotated.onnx")
         write_json(out_dir / "memory.json", {"memory": written["memory"],
                                              "buffers": written["buffers"]})
