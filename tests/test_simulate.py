@@ -8,6 +8,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from onnx import helper, numpy_helper
 
@@ -281,3 +283,40 @@ def test_a_compiler_estimate_s_cycles_leave_out_the_graph_s_hand_over(graphs):
     tasks, span, metrics = inference_metrics(mixed, tpu)
     assert metrics["cycles_excluding_io"] < span == metrics["cycles_total"]
     assert all(t.end <= span for t in tasks)  # the run's own schedule is untouched
+
+
+def _scan_schedule(tasks: list[Task]) -> list[tuple[int, int, int | None]]:
+    """The list scheduler written plainly: every task scans its resource's busy intervals
+    from the first (the reference the bisecting scheduler must equal)."""
+    busy: dict[str, list[tuple[int, int, int]]] = {}
+    out = []
+    for i, task in enumerate(tasks):
+        ready, why = 0, None
+        for d in task.deps:
+            if out[d][1] > ready:
+                ready, why = out[d][1], d
+        start, blocker = ready, None
+        for lo, hi, idx in sorted(busy.get(task.resource, [])):
+            if hi <= start:
+                continue
+            if lo >= start + task.duration:
+                break
+            start, blocker = hi, idx
+        out.append((start, start + task.duration, blocker if start > ready else why))
+        if task.duration:
+            busy.setdefault(task.resource, []).append((start, start + task.duration, i))
+    return out
+
+
+@given(st.lists(st.tuples(st.sampled_from(["npu", "cpu", "link"]),
+                          st.sampled_from([0, 1, 3, 40, 500]),
+                          st.lists(st.integers(0, 10**6), max_size=3)),
+                min_size=1, max_size=120))
+@settings(max_examples=150, deadline=None)
+def test_the_scheduler_equals_the_plain_scan_on_any_task_list(spec):
+    tasks = [Task(f"t{i}", resource, duration, sorted({d % i for d in deps}) if i else [])
+             for i, (resource, duration, deps) in enumerate(spec)]
+    expected = _scan_schedule(tasks)
+    makespan = schedule(tasks)
+    assert [(t.start, t.end, t.waited_on) for t in tasks] == expected
+    assert makespan == max(end for _, end, _ in expected)
