@@ -307,8 +307,7 @@ def _kernel_entry(i: int, d: Decision, cost: KernelCost, tiling: Tiling | None, 
             static[i] = base
     entry = dict(base)
     entry.update(unit=cost.unit, cost=_cost_dict(cost), cores=cores,
-                 tiling=None if tiling is None else {"tm": tiling.tm, "tn": tiling.tn,
-                                                     "tk": tiling.tk, "order": tiling.order})
+                 tiling=None if tiling is None else dataclasses.asdict(tiling))
     return entry
 
 

@@ -242,7 +242,8 @@ def read_plan(path: Path) -> Plan:
 
 
 def remember_plan(path: Path, plan: Plan) -> None:
-    """``plan`` is what ``path`` (just written from ``plan.to_json()``'s data) reads as."""
+    """``plan`` is what ``path`` reads as: compile wrote the file from the data it built
+    ``plan`` from (tests/test_compile.py checks a fresh parse equals it)."""
     _remember(hashlib.blake2b(path.read_bytes(), digest_size=16).digest(), plan)
 
 
