@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from hardware.bounds import BoundsError, check_tree
+from hardware.fixed_nodes import remembered
 from hardware.profile_file import ProfileError, read_profile_yaml
 from hardware.profile_schema import (  # re-exported: the schema's users import it from here
     PRECISIONS,
@@ -219,12 +220,7 @@ def profile_from_config(cfg: DictConfig | dict, prefix: str = "hardware") -> Har
     Built profiles are remembered per process by their content (a sweep's jobs, the door
     check and the compile and simulate stages all build the same one: ~28 ms each); every
     caller gets its own deep copy, so a caller that edits its profile changes no other's."""
-    try:
-        content = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) \
-            if isinstance(cfg, DictConfig) else cfg
-        key: tuple[str, str] | None = (prefix, json.dumps(content, sort_keys=True))
-    except (OmegaConfBaseException, TypeError, ValueError):  # built (and refused) below
-        key = None
+    key = _content_key(cfg, prefix)
     if key is not None and key in _BUILT:
         return copy.deepcopy(_BUILT[key])
     profile = _build_profile(cfg, prefix)
@@ -237,6 +233,21 @@ def profile_from_config(cfg: DictConfig | dict, prefix: str = "hardware") -> Har
 
 _BUILT: dict[tuple[str, str], HardwareProfile] = {}
 _BUILT_MAX = 256  # calibration builds a profile per candidate; keep the memo bounded
+
+
+def _content_key(cfg: DictConfig | dict, prefix: str) -> tuple[str, str] | None:
+    """The memo key of a profile's source: its prefix and resolved content (None when it
+    does not resolve or serialise; then it is built, and refused, without the memo). A
+    node declared fixed (``hardware.fixed_nodes``) is serialised once."""
+    def key() -> tuple[str, str] | None:
+        try:
+            content = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) \
+                if isinstance(cfg, DictConfig) else cfg
+            return prefix, json.dumps(content, sort_keys=True)
+        except (OmegaConfBaseException, TypeError, ValueError):
+            return None
+
+    return remembered(cfg, f"profile key {prefix}", key)
 
 
 def _typed(schema: type, cfg: DictConfig | dict, prefix: str) -> Any:

@@ -122,16 +122,16 @@ def run(*overrides: str, run_dir: str | Path | None = None,
     """Compose and run the chain into ``run_dir`` (a fresh temporary folder if None);
     ``plots`` draws the PNGs a CLI run draws (off: a search loop rarely looks at them).
     The stage cache is the config's (``run.cache``), as on the command line."""
-    from pipeline.configuration.config import check_complete
+    from pipeline.configuration.config import checked_values
     from pipeline.running.runner import run_pipeline
 
     cfg, choices = _compose(overrides, config_dir)
     with _open(cfg):
         if cfg.simulate.get("plots") is None:
             cfg.simulate.plots = plots
-    check_complete(cfg, choices, list(overrides))
+    _, resolved = checked_values(cfg, choices, list(overrides))
     folder = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="npuflow-"))
-    metrics = run_pipeline(cfg, folder)
+    metrics = run_pipeline(cfg, folder, resolved)
     return Result(Metrics.from_dict(metrics), folder, cfg)
 
 

@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipeline.artifacts import write_json
-from pipeline.configuration.config import check_complete
+from pipeline.configuration.config import checked_values
 from pipeline.configuration.config_files import check_user_configs
 from pipeline.configuration.schema import register_configs
 from pipeline.configuration.schema_keys import all_keys, did_you_mean
@@ -38,6 +38,7 @@ from pipeline.reports.terminal import set_quiet
 from pipeline.running import interrupt
 from pipeline.running.runner import DISK_ERRORS, run_pipeline
 from pipeline.sweeps.sweep import JOB_LINE, POINT_FILE
+from pipeline.sweeps.sweep_compose import own_group
 
 log = logging.getLogger("npuflow")
 register_configs()
@@ -63,8 +64,8 @@ def app(cfg: DictConfig) -> dict | float | list[float] | None:
     if hc.mode == RunMode.MULTIRUN:
         return sweep_job(cfg, hc, run_dir)
     try:
-        check_complete(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
-        metrics = run_pipeline(cfg, run_dir)
+        _, resolved = checked_values(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
+        metrics = run_pipeline(cfg, run_dir, resolved)
     except Exception as exc:
         _exit_if_user_error(exc)
         raise
@@ -114,10 +115,10 @@ def sweep_job(cfg: DictConfig, hc: Any, run_dir: Path) -> dict | float | list[fl
             handler.setLevel(logging.WARNING)
     job = f"#{hc.job.num} {' '.join(hc.overrides.task)}"
     if cfg.simulate.get("plots") is None:
-        cfg.simulate.plots = False
+        own_group(cfg, "simulate").plots = False
     try:
-        check_complete(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
-        metrics = run_pipeline(cfg, run_dir)
+        _, resolved = checked_values(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
+        metrics = run_pipeline(cfg, run_dir, resolved)
         value = objective_value(cfg, metrics)
     except Exception as exc:
         message = describe(exc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from hardware.fixed_nodes import declare_fixed
 from hardware.profile import PRECISIONS, ProfileError, load_profile, profile_from_config
 from hardware.profile_file import read_profile_yaml
 from pipeline.reports.supported_ops import DOCS, profiles, render
@@ -142,3 +143,18 @@ def test_a_provenance_entry_must_name_a_key_and_a_kind(tmp_path):
         path.write_text(text.replace(bad, culprit, 1))
         with pytest.raises(ProfileError, match="provenance"):
             load_profile(path)
+
+
+def test_a_fixed_node_is_known_by_identity_until_it_is_made_writable():
+    """A node declared fixed (read-only, a sweep's shared group) is resolved once; if it
+    is made writable and changed after all, the next profile is built from its new
+    values, not from the remembered ones."""
+    node = OmegaConf.create({"hardware": OmegaConf.to_container(
+        OmegaConf.load(CONF / "hardware" / "edge_tpu.yaml"))}).hardware
+    OmegaConf.set_readonly(node, True)
+    declare_fixed(node)
+    first = profile_from_config(node)
+    assert profile_from_config(node) == first
+    OmegaConf.set_readonly(node, False)
+    node.frequency_mhz = first.frequency_mhz // 2
+    assert profile_from_config(node).frequency_mhz == first.frequency_mhz // 2

@@ -17,8 +17,9 @@ from omegaconf import OmegaConf
 
 from hydra_plugins.npuflow import job
 from hydra_plugins.npuflow.pool_launcher import worker_count
+from pipeline.configuration.config import checked_values
 from pipeline.configuration.schema import register_configs
-from pipeline.sweeps.sweep_compose import MemoConfigLoader
+from pipeline.sweeps.sweep_compose import MemoConfigLoader, own_group
 from tests.conftest import CONF, REPO, run_cli
 
 SMALL = ["model=digits_mlp", "data=digits"]
@@ -53,6 +54,43 @@ def test_a_reused_composition_equals_hydras_own(overrides):
         assert cfg.hydra.overrides.task == expected.hydra.overrides.task
         assert cfg.hydra.job.override_dirname == expected.hydra.job.override_dirname
         assert OmegaConf.get_type(cfg.hardware) is OmegaConf.get_type(expected.hardware)
+
+
+def test_jobs_share_the_groups_they_do_not_change_read_only_and_write_only_their_own():
+    """Two jobs of one composition share the hardware group (read-only, one node) and
+    not the groups their values change; a job that writes a shared group writes its own
+    copy, and the other job, the shared node and the values resolved from it stay as
+    they were. A group with an interpolation (compile's language-model keys) is never
+    shared. The job's config.yaml, written group by group with the shared groups' text
+    remembered, is byte for byte the whole config's YAML, and the values the door check
+    resolves (group by group, shared groups once) equal OmegaConf's own."""
+    register_configs()
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration("config", ["hydra.sweep.dir=/tmp/x"],
+                                           RunMode.MULTIRUN)
+        memo = MemoConfigLoader(loader)
+        one, two = (memo.load_sweep_config(master, ["hardware=rk3588", f"simulate.frames={n}"])
+                    for n in (2, 3))
+    shared = one._get_node("hardware")
+    assert shared is two._get_node("hardware") and shared._get_node_flag("readonly")
+    assert one._get_node("simulate") is not two._get_node("simulate")
+    assert (one.simulate.frames, two.simulate.frames) == (2, 3)
+    assert one._get_node("compile") is not two._get_node("compile")  # it interpolates
+    assert one.hydra._get_node("job") is not two.hydra._get_node("job")
+    assert one.hydra._get_node("hydra_logging") is two.hydra._get_node("hydra_logging")
+    task = job.task_config(two)
+    before = checked_values(task, {"hardware": "rk3588"})[1]
+    assert before == OmegaConf.to_container(task, resolve=True)
+    assert job.config_yaml(task) == job.config_yaml(task) == job.to_yaml(task)
+    own_group(task, "hardware").frequency_mhz = 500
+    assert task.hardware.frequency_mhz == 500
+    assert one.hardware.frequency_mhz == shared.frequency_mhz == 1000
+    assert shared._get_node_flag("readonly") and task._get_node("hardware") is not shared
+    assert checked_values(task, {"hardware": "rk3588"})[1]["hardware"]["frequency_mhz"] == 500
+    assert checked_values(job.task_config(one), {"hardware": "rk3588"})[1] == {
+        **before, "simulate": OmegaConf.to_container(one.simulate, resolve=True)}
+    assert job.config_yaml(task) == job.to_yaml(task)
 
 
 @pytest.mark.parametrize("overrides", JOBS[:3], ids=[" ".join(j) for j in JOBS[:3]])
@@ -100,6 +138,9 @@ def test_an_infeasible_point_is_recorded_and_the_sweep_goes_on(tmp_path):
         good = rows[f"hardware.sram.size_kb=512 quant={quant}"]
         assert good["status"] == "ok" and float(good["latency_ms"]) > 0
     assert "infeasible: compile.tiling" in (sweep / "summary.md").read_text()
+    for row in rows.values():  # the jobs share the simulate group: none wrote into it
+        written = OmegaConf.load(sweep / row["job"] / ".hydra" / "config.yaml")
+        assert written.simulate.plots is None
     # one line per job (stdout for a result, stderr for an infeasible point), no tables
     job_lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("#")]
     assert len(job_lines) == 4

@@ -17,6 +17,7 @@ files with Hydra's.
 # no ``from __future__ import annotations``: Hydra's plugin scan runs this module outside
 # sys.modules
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from hydra.core.utils import (
     env_override,
 )
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf._utils import is_float, is_int, yaml_is_bool
 
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -61,6 +62,34 @@ def to_yaml(node: Any) -> str:
 def _save(node: Any, name: str, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(to_yaml(node), encoding="utf-8")
+
+
+# a read-only group node -> (the node, its YAML under its key), for config.yaml
+_GROUP_YAML: dict[tuple[int, str], tuple[weakref.ref, str]] = {}
+
+
+def config_yaml(task: DictConfig) -> str:
+    """``to_yaml(task)``, group by group: a top-level mapping's YAML is its entries' YAML
+    one after another, and a group the sweep's jobs share read-only
+    (``pipeline.sweeps.sweep_compose``) cannot change, so its text is written once per
+    process (the hardware profile's is ~2.6 ms, a twentieth of a point)."""
+    nodes = {str(key): task._get_node(key) for key in task}
+    if not nodes or not all(isinstance(n, DictConfig | ListConfig) for n in nodes.values()):
+        return to_yaml(task)
+    parts = []
+    for key, node in nodes.items():
+        if not node._get_node_flag("readonly"):
+            parts.append(to_yaml({key: OmegaConf.to_container(node, enum_to_str=True)}))
+            continue
+        ident = (id(node), key)
+        hit = _GROUP_YAML.get(ident)
+        if hit is None or hit[0]() is not node:
+            text = to_yaml({key: OmegaConf.to_container(node, enum_to_str=True)})
+            hit = (weakref.ref(node, lambda _, ident=ident: _GROUP_YAML.pop(ident, None)),
+                   text)
+            _GROUP_YAML[ident] = hit
+        parts.append(hit[1])
+    return "".join(parts)
 
 
 def task_config(config: DictConfig) -> DictConfig:
@@ -116,7 +145,8 @@ def run_job(task_function: TaskFunction, config: DictConfig, job_dir_key: str,
         configure_log(config.hydra.job_logging, config.hydra.verbose)
         if config.hydra.output_subdir is not None:
             folder = Path(config.hydra.runtime.output_dir) / str(config.hydra.output_subdir)
-            _save(task_cfg, "config.yaml", folder)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.yaml").write_text(config_yaml(task_cfg), encoding="utf-8")
             _save(hydra_cfg, "hydra.yaml", folder)
             _save(config.hydra.overrides.task, "overrides.yaml", folder)
         with env_override(hydra_cfg.hydra.job.env_set):

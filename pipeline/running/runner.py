@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from rich.progress import Progress
 
+from hardware.fixed_nodes import declare_fixed
 from pipeline import cache
 from pipeline.artifacts import replace_dir, write_json
 from pipeline.errors import UserError
@@ -74,6 +75,8 @@ def _group_node(key: str, content: str, value: Any) -> Any:
     if (key, content) not in _GROUPS:
         node = OmegaConf.create({key: value})._get_node(key)
         OmegaConf.set_readonly(node, True)
+        if isinstance(node, DictConfig):
+            declare_fixed(node)
         _GROUPS[key, content] = node
     return _GROUPS[key, content]
 
@@ -159,7 +162,10 @@ def run_stage(name: str, stage: Stage, inputs: StageInputs, cfg: DictConfig,
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_pipeline(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+def run_pipeline(cfg: DictConfig, run_dir: Path, resolved: dict | None = None
+                 ) -> dict[str, Any]:
+    """Run the chain into ``run_dir``; ``resolved``: the config's values, if the caller
+    resolved them already (``checked_values``)."""
     chain = build_chain(cfg.stages)
     run_dir.mkdir(parents=True, exist_ok=True)
     inputs: StageInputs = {}
@@ -167,10 +173,11 @@ def run_pipeline(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     statuses: dict[str, str] = {}
     seconds: dict[str, float] = {}
     cache_root = Path(cfg.run.cache_dir) if cfg.run.get("cache", False) else None
-    try:
-        resolved: dict | None = OmegaConf.to_container(cfg, resolve=True)  # once per run
-    except OmegaConfBaseException:
-        resolved = None
+    if resolved is None:
+        try:
+            resolved = OmegaConf.to_container(cfg, resolve=True)  # once per run
+        except OmegaConfBaseException:
+            resolved = None
     with Progress(*PROGRESS_COLUMNS, transient=True, console=CONSOLE) as progress, \
             live_progress(progress):
         task = progress.add_task("npuflow", total=len(chain), stage="")
