@@ -240,40 +240,38 @@ EXPLANATION = """\
 What this says, against issue 40's targets (this machine's timings drift by 20% from one
 minute to the next; only ratios within one run are compared):
 
-- **A cold run is ~13x Vela, before and after** (median 13.1x before, 12.8x now). Vela runs
-  its whole job in 0.2-0.3 s. A profile of npuflow's cold run on resnet8 (pyinstrument,
-  6.3 s under the profiler for 4.4 s without): simulate's three plots 1.35 s (now drawn
-  side by side, `pipeline/reports/figures.py`: -0.3 to -0.45 s a run), quantize's per-layer
-  plot 0.98 s (0.72 s of it matplotlib's import), onnxslim's import 0.67 s, Hydra's two
+- **A cold run is ~12x Vela, before and after** (median 12.4x both; Vela runs
+  its whole job in 0.2-0.3 s). A profile of npuflow's cold run on resnet8 (pyinstrument,
+  6.3 s under the profiler for 4.4 s without): simulate's three plots 1.35 s (drawn side
+  by side since, `pipeline/reports/figures.py`: -0.3 to -0.45 s a run), quantize's
+  per-layer plot 0.98 s (0.72 s of it matplotlib's import), onnxslim's import 0.67 s (0.2 s
+  of it sympy, which its symbolic shape inference imports at load), Hydra's two
   compositions of the config (its `get_mode`, then the run's own) ~0.9 s and its plugin
   scan 0.3 s, `pipeline.cli`'s imports 0.64 s, networkx's 0.24 s; export, compile and
   simulate's own work are under 0.1 s each. A run under Vela's time would need a path
   without onnxruntime's quantizer, Hydra and the report's default plots. Not met.
-- **The 32-point compile grid is 3.6x one warm run on the pool launcher** (was 4.4x; target
-  2x; grid 7.5 -> 5.1 s while the warm run fell 1.7 -> 1.4 s). What came off a point: the
-  stage slices share their groups instead of rebuilding the hardware profile's node twice
-  a job (~30 ms), the job's config gives its nodes to the task config and to HydraConfig
-  instead of copying them (~25 ms), simulate and the report take the plan compile built
-  (~10 ms); the end of the sweep draws the Pareto plot and the picked jobs' plots on both
-  cores. Left per point: compile's costing and its files (~45 ms), simulate (~20 ms), the
-  composition's deep copy (~20 ms) and the job's three YAML files (~15 ms); fixed: start-up
-  ~1.3 s and the end-of-sweep figures ~0.8 s. Not met.
-- **The design-space grid: 414 -> 731 points/min** (target 1,000). Not met; the same
-  per-job costs.
-- **The batch evaluator: 9,900 points/min on two workers in this run** (5,300 on one), equal
-  to full runs at every checked point; two repeats straight after gave 10,300 and 10,200.
-  A point costs ~25% less than before this stop (estimates made only where a cost floor
-  binds, per-core shares remembered, a layout's arena figures computed once), but this
-  machine's speed moves the two-worker figure across the 10,000 line: at the target, not
-  safely above it.
-- **light_vgg19's optimize: 26.4 -> 15.3 s in this run (10.5-13.4 s in others),
-  byte-identical output; ~20x its export**, whose own time fell from 1.3 to 0.7 s. The
-  light model is 10 KB: its 575 MB of weights are ConstantOfShape nodes that onnxslim
-  folds, so optimize is where they first exist, and every later copy moves all of them:
-  onnxruntime's basic pass serialises its input (2.2 s under the profiler) and builds a
-  session (2.6 s), each changed pass's output is serialised and checked (3.3 s and 1.3 s),
-  the verification runs (1.7 s) and the file is saved (2.2 s). Not met: 3x would leave
-  ~2 s for moving 575 MB six times.
+- **The 32-point compile grid is 3.3x one warm run on the pool launcher** (4.3x before;
+  target 2x). Each point compiles (fixed tiles: ~25 ms of costing, ~15 ms writing plan.json
+  and the annotated model) and simulates (~20 ms); start-up (~1.2 s, most of the warm run)
+  and the end-of-sweep figures (~0.6 s) are paid once. At 2x the 32 points would have
+  ~0.6 s on two workers, under 40 ms a point. Not met.
+- **The design-space grid: 498 -> 1,019 points/min** (target 1,000: met in this run, with
+  little margin; 731 at the last measurement). Since then a sweep's jobs share, read-only,
+  the groups their values do not change (the hardware profile's node was half of each
+  job's ~11 ms deep copy); a job that writes one of them (a sweep job turning its plots
+  off) writes its own copy; the door check's resolved values are handed to the run
+  instead of resolved again; a shared group is resolved, keyed for the profile memo and
+  written to the job's config.yaml once per process (`hardware/fixed_nodes.py`); override
+  lines are parsed once. Every job's metrics and .hydra files are equal to before.
+- **The batch evaluator: 10,550 points/min on two workers in this run** (5,480 on one),
+  equal to full runs at every checked point; at the target, not far above it (9,900 to
+  10,300 at the last measurement).
+- **light_vgg19's optimize: 27.5 -> 13.0 s, byte-identical output; ~25x its export (0.5 s
+  here).** The light model is 10 KB: its 575 MB of weights are ConstantOfShape nodes that
+  onnxslim folds, so optimize is where they first exist. Measured alone in one process:
+  onnxslim's fold 2.7 s, serialising its result 1.1 s, an onnxruntime session on it 1.6 s,
+  writing the file 1.6 s. The fold that produces the byte-identical model already takes
+  over 3x the export (1.5 s here). Not met, and not reachable with that output.
 """
 
 
