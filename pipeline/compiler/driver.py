@@ -20,7 +20,7 @@ import functools
 import math
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from hardware.cost import KernelCost
 from hardware.memory import Tiling
@@ -77,16 +77,18 @@ def _buffers(decisions: list[Decision], graph: Graph) -> list[memory_plan.Buffer
     return buffers
 
 
-def _fixed_tiling(d: Decision, cfg: DictConfig) -> Tiling | None:
+def _fixed_tiling(d: Decision, tiling: dict[str, Any]) -> Tiling | None:
+    """The tiles ``compile.tiling`` fixes for a kernel (``tiling``: that section as plain
+    values, read once per costing: OmegaConf's attribute access per kernel was a tenth of
+    a fixed-tile compile)."""
     g = d.work.gemm
-    if cfg.tiling.mode != "fixed" or g is None:
+    if tiling["mode"] != "fixed" or g is None:
         return None
-    t = cfg.tiling
-    override = (t.get("overrides") or {}).get(d.kernel.name) or {}
-    return Tiling(int(override.get("tile_m") or t.tile_m or g.m),
-                  int(override.get("tile_n") or t.tile_n or g.n),
-                  int(override.get("tile_k") or t.tile_k or g.k),
-                  str(override.get("order") or t.order)).clipped(g)
+    override = (tiling.get("overrides") or {}).get(d.kernel.name) or {}
+    return Tiling(int(override.get("tile_m") or tiling["tile_m"] or g.m),
+                  int(override.get("tile_n") or tiling["tile_n"] or g.n),
+                  int(override.get("tile_k") or tiling["tile_k"] or g.k),
+                  str(override.get("order") or tiling["order"])).clipped(g)
 
 
 def _cost_dict(cost: KernelCost) -> dict[str, Any]:
@@ -260,6 +262,9 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
     tile_budget = max(sram_total - act_budget, 0)
     where = {b.tensor: b for b in buffers}
     producer = {t: i for i, d in enumerate(decisions) for t in d.kernel.outputs}
+    tiles = OmegaConf.to_container(cfg.tiling, resolve=True) \
+        if isinstance(cfg.tiling, DictConfig) else dict(cfg.tiling)
+    assert isinstance(tiles, dict)
     kernels = []
     for i, d in enumerate(decisions):
         tiling, cores = None, 1
@@ -268,8 +273,8 @@ def _cost_plan(decisions: list[Decision], graph: Graph, profile: HardwareProfile
                 a_in_dram=any(where[t].memory == "dram" for t in d.kernel.inputs if t in where),
                 c_to_dram=any(where[t].memory == "dram" for t in d.kernel.outputs),
                 weight_bytes=lay.weight_dram[i], tile_budget=tile_budget,
-                tiling_mode=cfg.tiling.mode, objective=cfg.tiling.objective,
-                fixed_tiling=_fixed_tiling(d, cfg))
+                tiling_mode=tiles["mode"], objective=tiles["objective"],
+                fixed_tiling=_fixed_tiling(d, tiles))
             cost, tiling, cores = npu_cost(d.work, d.kernel.name, running_ops(d.kernel),
                                            d.precision, profile, ctx, d.depthwise)
         else:
