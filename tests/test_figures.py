@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 from functools import partial
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 
 from pipeline.artifacts import pyplot, save_figure
 from pipeline.reports import figures
-from pipeline.running import interrupt
 
 
 def _bars(path: Path, values: tuple[int, ...]) -> None:
@@ -125,16 +123,3 @@ def test_a_figure_server_raises_a_figure_s_error_and_a_dead_one_is_not_needed(tm
         figures._SERVER[0][0].join()
         figures.draw_all([partial(_record_pid, tmp_path / "after_kill")])
     assert _pid_of(tmp_path / "after_kill") == os.getpid()
-
-
-def test_a_server_stopped_right_after_its_fork_exits_quietly(capfd, monkeypatch):
-    """A run that fails at once stops its server before the server has set its own signal
-    handlers: the stop must not run the run's handler in the child (its interrupt would
-    unwind into a copy of the run's code; a CI run hung so), however early it comes."""
-    monkeypatch.setattr(figures, "_cores", lambda: 2)
-    with interrupt.handled():  # the handlers a CLI run installs
-        for _ in range(20):
-            with figures.figure_server():
-                server = figures._SERVER[0][0]
-            assert server.exitcode == -signal.SIGTERM
-    assert "Interrupted" not in capfd.readouterr().err

@@ -35,7 +35,6 @@ Figure = Callable[[], None]
 
 _FIGURES: list[Figure] = []  # set in the parent before the fork, read by index in workers
 _SERVER: list[tuple[BaseProcess, Connection]] = []  # the run's figure server, if it has one
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def _draw(index: int) -> None:
@@ -99,11 +98,9 @@ def _serve(conn: Connection) -> None:
     """The figure server's loop: pyplot first, then one reply per batch (None, or the
     exception drawing it raised) until the run goes away (or stops it)."""
     # the run stops it (SIGTERM, the default action: no handler the run installed, which
-    # would raise the run's own interrupt here), not the terminal's Ctrl-C; both were
-    # blocked across the fork (``figure_server``) and arrive only now
+    # would raise the run's own interrupt here), not the terminal's Ctrl-C
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     pyplot()
     while True:
         try:
@@ -125,20 +122,13 @@ def _serve(conn: Connection) -> None:
 def figure_server() -> Iterator[None]:
     """A figure server for the run inside the block, where forking is possible and there
     is a core to spare; stopped when the block ends, however it ends."""
-    if _SERVER or _cores() < 2 or not _can_fork() or not hasattr(signal, "pthread_sigmask"):
+    if _SERVER or _cores() < 2 or not _can_fork():
         yield
         return
     ctx = multiprocessing.get_context("fork")
     ours, theirs = ctx.Pipe()
     process = ctx.Process(target=_serve, args=(theirs,), name="npuflow-figures")
-    # a stop signal between the fork and the server's own handlers would run the run's
-    # handler in the child, whose interrupt can unwind into a copy of the run's own code
-    # (a CI run hung so): blocked until the server has replaced them
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    try:
-        process.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    process.start()
     theirs.close()
     _SERVER.append((process, ours))
     try:
