@@ -31,18 +31,12 @@ def _jobs(folder: Path) -> list:
     return [partial(_bars, folder / f"{i}.png", tuple(range(1, i + 3))) for i in range(3)]
 
 
-def _drawn_one_after_another(folder: Path, other: Path, monkeypatch) -> None:
-    """The reference figures drawn in this process into ``folder``; ``other`` made for the
-    figures to compare; two cores from here on."""
-    folder.mkdir()
-    other.mkdir()
-    monkeypatch.setattr(figures, "_cores", lambda: 1)
-    figures.draw_all(_jobs(folder))
-    monkeypatch.setattr(figures, "_cores", lambda: 2)
-
-
 def test_side_by_side_gives_the_bytes_of_one_after_another(tmp_path, monkeypatch):
-    _drawn_one_after_another(tmp_path / "seq", tmp_path / "par", monkeypatch)
+    (tmp_path / "seq").mkdir()
+    (tmp_path / "par").mkdir()
+    monkeypatch.setattr(figures, "_cores", lambda: 1)
+    figures.draw_all(_jobs(tmp_path / "seq"))
+    monkeypatch.setattr(figures, "_cores", lambda: 2)
     parent = os.getpid()
     figures.draw_all([*_jobs(tmp_path / "par"),
                       partial(_record_pid, tmp_path / "pids")])
@@ -91,7 +85,11 @@ def test_a_figure_server_draws_the_bytes_drawn_here_and_stops_with_its_run(tmp_p
     draw_all sends it, one figure or a batch, to the bytes drawn in this process; a figure
     that does not pickle is drawn here; the server is gone when the run's block ends, and
     also when the block raises."""
-    _drawn_one_after_another(tmp_path / "here", tmp_path / "served", monkeypatch)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "served").mkdir()
+    monkeypatch.setattr(figures, "_cores", lambda: 1)
+    figures.draw_all(_jobs(tmp_path / "here"))
+    monkeypatch.setattr(figures, "_cores", lambda: 2)
     parent = os.getpid()
     with figures.figure_server():
         server = figures._SERVER[0][0]
