@@ -18,7 +18,6 @@ with the CLI's one-line message.
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
@@ -124,7 +123,6 @@ def run(*overrides: str, run_dir: str | Path | None = None,
     ``plots`` draws the PNGs a CLI run draws (off: a search loop rarely looks at them).
     The stage cache is the config's (``run.cache``), as on the command line."""
     from pipeline.configuration.config import checked_values
-    from pipeline.reports.figures import figure_server
     from pipeline.running.runner import run_pipeline
 
     cfg, choices = _compose(overrides, config_dir)
@@ -133,8 +131,7 @@ def run(*overrides: str, run_dir: str | Path | None = None,
             cfg.simulate.plots = plots
     _, resolved = checked_values(cfg, choices, list(overrides))
     folder = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="npuflow-"))
-    with figure_server() if plots else contextlib.nullcontext():
-        metrics = run_pipeline(cfg, folder, resolved)
+    metrics = run_pipeline(cfg, folder, resolved)
     return Result(Metrics.from_dict(metrics), folder, cfg)
 
 

@@ -13,7 +13,6 @@ import math
 import os
 import re
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,6 @@ from pipeline.configuration.schema import register_configs
 from pipeline.configuration.schema_keys import all_keys, did_you_mean
 from pipeline.errors import UserError, UserStop
 from pipeline.html_report import write_run_report
-from pipeline.reports.figures import figure_server
 from pipeline.reports.terminal import set_quiet
 from pipeline.running import interrupt
 from pipeline.running.runner import DISK_ERRORS, run_pipeline
@@ -67,8 +65,7 @@ def app(cfg: DictConfig) -> dict | float | list[float] | None:
         return sweep_job(cfg, hc, run_dir)
     try:
         _, resolved = checked_values(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
-        with figure_server() if cfg.simulate.get("plots") is not False else nullcontext():
-            metrics = run_pipeline(cfg, run_dir, resolved)
+        metrics = run_pipeline(cfg, run_dir, resolved)
     except Exception as exc:
         _exit_if_user_error(exc)
         raise

@@ -179,10 +179,10 @@ def test_a_float_model_at_chance_is_called_out():
 def test_the_layer_error_plot_names_layers_and_marks_the_first_bad_one(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from pipeline.quantization import layer_plot
+    from pipeline.stages import quantize
 
     seen: list = []
-    real_save = layer_plot.save_figure
+    real_save = quantize.save_figure
 
     def keep(fig, path):
         ax = fig.axes[0]
@@ -191,10 +191,10 @@ def test_the_layer_error_plot_names_layers_and_marks_the_first_bad_one(tmp_path,
                      ax.yaxis.get_major_formatter().get_useOffset()))
         real_save(fig, path)
 
-    monkeypatch.setattr(layer_plot, "save_figure", keep)
+    monkeypatch.setattr(quantize, "save_figure", keep)
     rows = [{"layer": f"conv_{i}", "cosine": 0.99995 - 1e-5 * i, "isolated_cosine": None}
             for i in range(5)]
-    layer_plot.plot_layer_error(rows, tmp_path / "e.png", "conv_3", 0.99993)
+    quantize.QuantizeStage._plot_layers(rows, tmp_path / "e.png", "conv_3", 0.99993)
     labels, legend, offset = seen[0]
     assert labels == [f"conv_{i}" for i in range(5)]
     assert any("first layer under the threshold: conv_3" in text for text in legend)

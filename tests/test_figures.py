@@ -1,6 +1,5 @@
 """Figures drawn side by side (pipeline.reports.figures): the bytes of sequential drawing,
-a worker's error raised in the caller, no children from a daemonic process, a run's figure
-server."""
+a worker's error raised in the caller, no children from a daemonic process."""
 
 from __future__ import annotations
 
@@ -73,51 +72,3 @@ def test_a_daemonic_process_draws_its_figures_itself(tmp_path):
     child.join(60)
     assert child.exitcode == 0
     assert {(tmp_path / n).read_text() for n in ("pid", "a", "b")} == {str(pid)}
-
-
-def _pid_of(path: Path) -> int:
-    return int(path.read_text())
-
-
-def test_a_figure_server_draws_the_bytes_drawn_here_and_stops_with_its_run(tmp_path,
-                                                                          monkeypatch):
-    """A run's figure server (forked at its start, pyplot imported there) draws what
-    draw_all sends it, one figure or a batch, to the bytes drawn in this process; a figure
-    that does not pickle is drawn here; the server is gone when the run's block ends, and
-    also when the block raises."""
-    (tmp_path / "here").mkdir()
-    (tmp_path / "served").mkdir()
-    monkeypatch.setattr(figures, "_cores", lambda: 1)
-    figures.draw_all(_jobs(tmp_path / "here"))
-    monkeypatch.setattr(figures, "_cores", lambda: 2)
-    parent = os.getpid()
-    with figures.figure_server():
-        server = figures._SERVER[0][0]
-        figures.draw_all([partial(_record_pid, tmp_path / "one")])
-        figures.draw_all([*_jobs(tmp_path / "served"), partial(_record_pid, tmp_path / "many")])
-        figures.draw_all([lambda: _record_pid(tmp_path / "local")])
-    assert _pid_of(tmp_path / "one") not in (parent, 0)
-    assert _pid_of(tmp_path / "many") != parent
-    assert _pid_of(tmp_path / "local") == parent
-    for i in range(3):
-        assert (tmp_path / "served" / f"{i}.png").read_bytes() == \
-            (tmp_path / "here" / f"{i}.png").read_bytes()
-    assert not server.is_alive() and server.exitcode is not None and not figures._SERVER
-    with pytest.raises(RuntimeError, match="the run failed"), figures.figure_server():
-        server = figures._SERVER[0][0]
-        raise RuntimeError("the run failed")
-    assert not server.is_alive() and not figures._SERVER
-
-
-def test_a_figure_server_raises_a_figure_s_error_and_a_dead_one_is_not_needed(tmp_path,
-                                                                            monkeypatch):
-    monkeypatch.setattr(figures, "_cores", lambda: 2)
-    with figures.figure_server():
-        with pytest.raises(ValueError, match="a figure's own error"):
-            figures.draw_all([_fails])
-        figures.draw_all([partial(_record_pid, tmp_path / "after_error")])
-        assert _pid_of(tmp_path / "after_error") != os.getpid()  # still serving
-        figures._SERVER[0][0].kill()
-        figures._SERVER[0][0].join()
-        figures.draw_all([partial(_record_pid, tmp_path / "after_kill")])
-    assert _pid_of(tmp_path / "after_kill") == os.getpid()

@@ -23,8 +23,6 @@ from pipeline.optimizer import graph_edit
 from pipeline.quantization import accuracy, as_is, auto, schemes, sensitivity
 from pipeline.quantization import layers as qlayers
 from pipeline.quantization.evaluation import Evaluator
-from pipeline.quantization.layer_plot import plot_layer_error
-from pipeline.reports.figures import draw_all
 from pipeline.running import memory_budget
 from pipeline.running.interrupt import worker_pool
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
@@ -225,9 +223,7 @@ class QuantizeStage(Stage):
         min_layer_cosine, for npuflow's own quantization and a kept one alike."""
         self._layers_csv(rows, out_dir / "layers.csv")
         jump = accuracy.first_jump(rows, "cosine", analysis.jump_cosine)
-        # in the run's figure server when it has one: this small module is all it imports
-        draw_all([functools.partial(plot_layer_error, rows, out_dir / "layer_error.png", jump,
-                                    analysis.jump_cosine)])
+        self._plot_layers(rows, out_dir / "layer_error.png", jump, analysis.jump_cosine)
         if jump:
             log.warning("first layer whose output cosine drops below %s: '%s'",
                         analysis.jump_cosine, jump)
@@ -266,6 +262,41 @@ class QuantizeStage(Stage):
     @staticmethod
     def _layers_csv(rows: list[dict], path: Path) -> None:
         write_csv(path, rows, list(rows[0]) if rows else list(accuracy.LAYER_COLUMNS))
+
+    @staticmethod
+    def _plot_layers(rows: list[dict], path: Path, jump: str | None = None,
+                     threshold: float | None = None) -> None:
+        """Accumulated and isolated cosine per layer, the layers named on the axis (every
+        k-th when there are more than fit), the threshold and the first layer under it
+        marked: the layer to look at first."""
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(11, 4.6))
+        xs = range(len(rows))
+        ax.plot(xs, [r["cosine"] if r["cosine"] is not None else float("nan") for r in rows],
+                marker=".", label="accumulated (whole model; gaps: layers kept float)")
+        iso = [(i, r["isolated_cosine"]) for i, r in enumerate(rows)
+               if r["isolated_cosine"] is not None]
+        if iso:
+            ax.scatter([i for i, _ in iso], [c for _, c in iso], color="#d62728", s=12,
+                       label="isolated (layer alone)", zorder=3)
+        if threshold is not None:
+            ax.axhline(threshold, color="grey", linestyle=":", linewidth=1,
+                       label=f"quant.analysis.jump_cosine {threshold:g}")
+        names = [str(r.get("layer", i)) for i, r in enumerate(rows)]
+        if jump in names:
+            at = names.index(jump)
+            ax.axvline(at, color="#ff7f0e", linewidth=1.2,
+                       label=f"first layer under the threshold: {jump}")
+        every = max(1, -(-len(rows) // 60))
+        ticks = list(range(0, len(rows), every))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([names[i][:28] for i in ticks], rotation=90, fontsize=6)
+        ax.set_xlabel("layer (graph order)" + (f", every {every}th named" if every > 1 else ""))
+        ax.set_ylabel("cosine vs fp32")
+        ax.set_title("per-layer quantization error")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        save_figure(fig, path)
 
     @staticmethod
     def _plot_curve(curve: list[dict], judge: Evaluator, path: Path) -> None:
