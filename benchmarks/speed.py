@@ -240,38 +240,44 @@ EXPLANATION = """\
 What this says, against issue 40's targets (this machine's timings drift by 20% from one
 minute to the next; only ratios within one run are compared):
 
-- **A cold run is ~12x Vela, before and after** (median 12.4x both; Vela runs
-  its whole job in 0.2-0.3 s). A profile of npuflow's cold run on resnet8 (pyinstrument,
-  6.3 s under the profiler for 4.4 s without): simulate's three plots 1.35 s (drawn side
-  by side since, `pipeline/reports/figures.py`: -0.3 to -0.45 s a run), quantize's
-  per-layer plot 0.98 s (0.72 s of it matplotlib's import), onnxslim's import 0.67 s (0.2 s
-  of it sympy, which its symbolic shape inference imports at load), Hydra's two
-  compositions of the config (its `get_mode`, then the run's own) ~0.9 s and its plugin
-  scan 0.3 s, `pipeline.cli`'s imports 0.64 s, networkx's 0.24 s; export, compile and
-  simulate's own work are under 0.1 s each. A run under Vela's time would need a path
-  without onnxruntime's quantizer, Hydra and the report's default plots. Not met.
-- **The 32-point compile grid is 3.3x one warm run on the pool launcher** (4.3x before;
+- **A cold run is ~12.5x Vela, before and after** (median 12.5x before, 12.5x now; Vela
+  runs its whole job in 0.2-0.3 s). A profile of npuflow's cold run on resnet8
+  (pyinstrument, 6.3 s under the profiler for 4.4 s without): simulate's three plots 1.35 s
+  (drawn side by side since, `pipeline/reports/figures.py`: -0.3 to -0.45 s a run),
+  quantize's per-layer plot 0.98 s (0.72 s of it matplotlib's import), onnxslim's import
+  0.67 s (0.2 s of it sympy, which its symbolic shape inference imports at load), Hydra's
+  two compositions of the config (its `get_mode`, then the run's own) ~0.9 s and its
+  plugin scan 0.3 s, `pipeline.cli`'s imports 0.64 s, networkx's 0.24 s; export, compile
+  and simulate's own work are under 0.1 s each. Importing matplotlib in a process forked
+  at the run's start was tried and measured here no faster (2.8-3.7 s either way):
+  onnxruntime's calibration and the per-layer analysis already use both cores. A run
+  under Vela's time would need a path without onnxruntime's quantizer, Hydra and the
+  report's default plots. Not met.
+- **The 32-point compile grid is 3.2x one warm run on the pool launcher** (4.4x before;
   target 2x). Each point compiles (fixed tiles: ~25 ms of costing, ~15 ms writing plan.json
   and the annotated model) and simulates (~20 ms); start-up (~1.2 s, most of the warm run)
   and the end-of-sweep figures (~0.6 s) are paid once. At 2x the 32 points would have
   ~0.6 s on two workers, under 40 ms a point. Not met.
-- **The design-space grid: 498 -> 1,019 points/min** (target 1,000: met in this run, with
-  little margin; 731 at the last measurement). Since then a sweep's jobs share, read-only,
-  the groups their values do not change (the hardware profile's node was half of each
-  job's ~11 ms deep copy); a job that writes one of them (a sweep job turning its plots
-  off) writes its own copy; the door check's resolved values are handed to the run
-  instead of resolved again; a shared group is resolved, keyed for the profile memo and
-  written to the job's config.yaml once per process (`hardware/fixed_nodes.py`); override
-  lines are parsed once. Every job's metrics and .hydra files are equal to before.
-- **The batch evaluator: 10,550 points/min on two workers in this run** (5,480 on one),
-  equal to full runs at every checked point; at the target, not far above it (9,900 to
-  10,300 at the last measurement).
-- **light_vgg19's optimize: 27.5 -> 13.0 s, byte-identical output; ~25x its export (0.5 s
+- **The design-space grid: 440 -> 1,006 points/min** (target 1,000; 1,019 in the run
+  before this one, 731 at the last stop's measurement): met, with no margin. A sweep's jobs
+  share, read-only, the groups their values do not change (the hardware profile's node was
+  half of each job's ~11 ms deep copy); a job that writes one of them (a sweep job turning
+  its plots off) writes its own copy; the door check's resolved values are handed to the
+  run instead of resolved again; a shared group is resolved, keyed for the profile memo
+  and written to the job's config.yaml once per process (`hardware/fixed_nodes.py`);
+  override lines are parsed once; a quiet job starts no progress display; the costing
+  reads `compile.tiling` once per plan. Every job's metrics and .hydra files are equal to
+  before.
+- **The batch evaluator: 8,530 points/min on two workers in this run** (5,190 on one; the
+  two runs before it today gave 10,550 and 10,735 with 5,480-5,530 on one): the second
+  core gave 1.65x here against 1.9x then. Equal to full runs at every checked point. At
+  the target on a good hour, under it on a slow one. Not safely met.
+- **light_vgg19's optimize: 27.4 -> 15.7 s, byte-identical output; ~28x its export (0.56 s
   here).** The light model is 10 KB: its 575 MB of weights are ConstantOfShape nodes that
   onnxslim folds, so optimize is where they first exist. Measured alone in one process:
   onnxslim's fold 2.7 s, serialising its result 1.1 s, an onnxruntime session on it 1.6 s,
   writing the file 1.6 s. The fold that produces the byte-identical model already takes
-  over 3x the export (1.5 s here). Not met, and not reachable with that output.
+  over 3x the export. Not met, and not reachable with that output.
 """
 
 
