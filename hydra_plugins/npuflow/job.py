@@ -17,7 +17,6 @@ files with Hydra's.
 # no ``from __future__ import annotations``: Hydra's plugin scan runs this module outside
 # sys.modules
 import os
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,8 @@ from hydra.core.utils import (
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf._utils import is_float, is_int, yaml_is_bool
+
+from hardware.fixed_nodes import remembered
 
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -64,32 +65,17 @@ def _save(node: Any, name: str, folder: Path) -> None:
     (folder / name).write_text(to_yaml(node), encoding="utf-8")
 
 
-# a read-only group node -> (the node, its YAML under its key), for config.yaml
-_GROUP_YAML: dict[tuple[int, str], tuple[weakref.ref, str]] = {}
-
-
 def config_yaml(task: DictConfig) -> str:
     """``to_yaml(task)``, group by group: a top-level mapping's YAML is its entries' YAML
     one after another, and a group the sweep's jobs share read-only
-    (``pipeline.sweeps.sweep_compose``) cannot change, so its text is written once per
-    process (the hardware profile's is ~2.6 ms, a twentieth of a point)."""
+    (``pipeline.sweeps.sweep_compose``, declared in ``hardware.fixed_nodes``) cannot
+    change, so its text is written once per process (the hardware profile's is ~2.6 ms, a
+    twentieth of a point)."""
     nodes = {str(key): task._get_node(key) for key in task}
     if not nodes or not all(isinstance(n, DictConfig | ListConfig) for n in nodes.values()):
         return to_yaml(task)
-    parts = []
-    for key, node in nodes.items():
-        if not node._get_node_flag("readonly"):
-            parts.append(to_yaml({key: OmegaConf.to_container(node, enum_to_str=True)}))
-            continue
-        ident = (id(node), key)
-        hit = _GROUP_YAML.get(ident)
-        if hit is None or hit[0]() is not node:
-            text = to_yaml({key: OmegaConf.to_container(node, enum_to_str=True)})
-            hit = (weakref.ref(node, lambda _, ident=ident: _GROUP_YAML.pop(ident, None)),
-                   text)
-            _GROUP_YAML[ident] = hit
-        parts.append(hit[1])
-    return "".join(parts)
+    return "".join(remembered(node, f"config.yaml {key}", lambda key=key, node=node: to_yaml(
+        {key: OmegaConf.to_container(node, enum_to_str=True)})) for key, node in nodes.items())
 
 
 def task_config(config: DictConfig) -> DictConfig:
