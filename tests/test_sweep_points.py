@@ -3,10 +3,12 @@ recorded while the sweep goes on, one line per job, plots drawn on demand."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,15 +37,21 @@ JOBS = [
 ]
 
 
+@contextlib.contextmanager
+def _hydra() -> Iterator[tuple]:
+    """Hydra's own config loader and the multirun's master config, as a sweep sees them."""
+    register_configs()
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        yield loader, loader.load_configuration("config", ["hydra.sweep.dir=/tmp/x"],
+                                                RunMode.MULTIRUN)
+
+
 @pytest.mark.parametrize("overrides", JOBS, ids=[" ".join(j) for j in JOBS])
 def test_a_reused_composition_equals_hydras_own(overrides):
     """The memo composes once per group combination and applies values itself: every key
     of the result, Hydra node included, must equal Hydra's full composition."""
-    register_configs()
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        loader = GlobalHydra.instance().config_loader()
-        master = loader.load_configuration("config", ["hydra.sweep.dir=/tmp/x"],
-                                           RunMode.MULTIRUN)
+    with _hydra() as (loader, master):
         memo = MemoConfigLoader(loader)
         memo.load_sweep_config(master, ["hardware=rk3588"])  # warm a base to reuse
         expected = loader.load_sweep_config(master, overrides)
@@ -64,11 +72,7 @@ def test_jobs_share_the_groups_they_do_not_change_read_only_and_write_only_their
     shared. The job's config.yaml, written group by group with the shared groups' text
     remembered, is byte for byte the whole config's YAML, and the values the door check
     resolves (group by group, shared groups once) equal OmegaConf's own."""
-    register_configs()
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        loader = GlobalHydra.instance().config_loader()
-        master = loader.load_configuration("config", ["hydra.sweep.dir=/tmp/x"],
-                                           RunMode.MULTIRUN)
+    with _hydra() as (loader, master):
         memo = MemoConfigLoader(loader)
         one, two = (memo.load_sweep_config(master, ["hardware=rk3588", f"simulate.frames={n}"])
                     for n in (2, 3))
@@ -99,11 +103,7 @@ def test_the_lean_job_writes_the_yaml_hydra_writes(overrides):
     OmegaConf they are the config Hydra's writer would have written (its text may fold a
     long string elsewhere), for whole job configs (Hydra node included) and for the values
     YAML could read back as something else."""
-    register_configs()
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        loader = GlobalHydra.instance().config_loader()
-        master = loader.load_configuration("config", ["hydra.sweep.dir=/tmp/x"],
-                                           RunMode.MULTIRUN)
+    with _hydra() as (loader, master):
         cfg = loader.load_sweep_config(master, overrides)
     tricky = OmegaConf.create({"a": "1e-3", "b": "yes", "c": "${a}", "d": "12", "e": 1e-4,
                                "f": None, "g": "two\nlines", "h": "ünï", "i": [".5", "off"],
