@@ -36,6 +36,7 @@ from pipeline.errors import UserError, UserStop
 from pipeline.html_report import write_run_report
 from pipeline.reports.terminal import set_quiet
 from pipeline.running import interrupt
+from pipeline.running.run_folder import release
 from pipeline.running.runner import DISK_ERRORS, run_pipeline
 from pipeline.sweeps.sweep import JOB_LINE, POINT_FILE
 from pipeline.sweeps.sweep_compose import own_group
@@ -67,6 +68,8 @@ def app(cfg: DictConfig) -> dict | float | list[float] | None:
         _, resolved = checked_values(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
         metrics = run_pipeline(cfg, run_dir, resolved)
     except Exception as exc:
+        if describe(exc) is not None:  # a user's mistake: if no stage wrote anything yet,
+            release(run_dir, hc.output_subdir)  # the corrected run may use the folder
         _exit_if_user_error(exc)
         raise
     write_run_report(run_dir)

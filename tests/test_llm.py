@@ -195,6 +195,44 @@ def test_a_run_at_other_contexts_compiles_from_the_same_export(runs, tmp_path, q
         assert moved.metrics[key] == built.metrics[key] != first.metrics[key]
 
 
+def test_a_prompt_whose_mask_the_graph_cannot_hold_is_refused_before_it_is_built(
+        runs, tmp_path, monkeypatch):
+    """The prefill's causal mask is heads-per-key-head x prompt x prompt float32 values:
+    past ``graph.MASK_LIMIT_BYTES`` the run stops in one line naming the key and the most
+    this model takes, without allocating it (40,000 tokens of a 2-group model: 12 GiB)."""
+    first = runs["fp16"]
+    built = []
+    monkeypatch.setattr(graph, "build", lambda *a: built.append(a))
+    with pytest.raises(UserError) as err:
+        api.run("model=llm", f"model.config={first.run_dir.parent / 'config.json'}",
+                "quant=fp16", *RUN, "simulate.llm.prompt_tokens=40000",
+                f"run.cache_dir={first.run_dir.parent / 'cache'}", run_dir=tmp_path / "a")
+    line = str(err.value)
+    assert line.startswith("simulate.llm.prompt_tokens: 40000 tokens") and "\n" not in line
+    assert "at most 11585 prompt tokens" in line and not built
+    s = spec.from_hf(TINY, "tiny")
+    graph.check_context(s, 11585, 64, "k")  # the most it names is accepted
+    with pytest.raises(UserError):
+        graph.check_context(s, 11586, 64, "k")
+
+
+def test_a_context_longer_than_the_config_gives_is_refused(tmp_path):
+    """A config's max_position_embeddings (or its family's name for it) bounds prompt +
+    new tokens, at export as at a retargeted compile."""
+    short = spec.from_hf({**TINY, "n_positions": 18}, "config.json")
+    assert short.max_positions == 18 and spec.from_hf(TINY, "c").max_positions == 0
+    graph.check_context(short, 16, 2, "k")
+    with pytest.raises(UserError, match=r"^k: 16 prompt \+ 3 new tokens .* 18 positions"):
+        graph.check_context(short, 16, 3, "k")
+    with pytest.raises(UserError, match="max_position_embeddings"):
+        spec.from_hf({**TINY, "max_position_embeddings": -1}, "config.json")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**TINY, "max_position_embeddings": 19}))
+    with pytest.raises(UserError, match=r"^model\.prompt_tokens: 16 prompt \+ 4 new"):
+        api.run("model=llm", f"model.config={config}", "quant=fp16", *RUN,
+                run_dir=tmp_path / "a")
+
+
 def test_a_one_token_prompt_is_another_graph(runs, tmp_path):
     first = runs["fp16"]
     with pytest.raises(UserError, match=r"model\.prompt_tokens=1"):
@@ -262,6 +300,10 @@ def test_llm_keys_are_checked_where_they_are_defined(tmp_path):
                 run_dir=tmp_path / "b")
     with pytest.raises(UserError, match=r"model\.config"):
         api.run("model=llm", *RUN, run_dir=tmp_path / "c")
+    with pytest.raises(UserError, match=r"simulate\.llm\.max_context=19'?: 19 positions, "
+                       r"fewer than the run's 16 prompt \+ 4 new"):
+        api.run("model=qwen2_0_5b", *RUN, "simulate.llm.max_context=19", run_dir=tmp_path / "d")
+    assert not (tmp_path / "d" / "export").exists()  # at the door, before any stage
 
 
 def test_each_precision_reports_what_it_costs_the_trained_proxy(runs):

@@ -86,3 +86,16 @@ def test_a_sweep_folder_is_one_sweep(tmp_path):
     code, lines, _ = npuflow(*args, "run.replace=true")
     assert code == 0, lines
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]
+
+
+def test_a_run_stopped_by_a_mistake_before_any_stage_wrote_gives_the_folder_back(tmp_path):
+    """A bad value found at the door (or by export, before it writes) leaves nothing but
+    Hydra's .hydra and the log, and those would refuse the corrected run: they go. A run
+    that failed after a stage wrote keeps its folder (test above)."""
+    run = tmp_path / "run"
+    code, lines, _ = npuflow(f"hydra.run.dir={run}", *_args(tmp_path), "simulate.frames=0")
+    assert code == 2 and len(lines) == 1 and "simulate.frames" in lines[0], lines
+    assert list(run.iterdir()) == []
+    code, lines, _ = npuflow(f"hydra.run.dir={run}", *_args(tmp_path))
+    assert code == 0, lines
+    assert (run / "metrics.json").is_file()

@@ -75,6 +75,7 @@ def checked_values(cfg: DictConfig, choices: Mapping[str, str | None],
     except BoundsError as exc:
         raise UserError(f"{where(exc.key)}: {exc}") from exc
     _check_quant_types(cfg)
+    _check_llm_context(cfg, where)
     _check_sources(cfg, where)
     objective.check(cfg)
     mode = cfg.simulate.sustained.power_mode
@@ -182,6 +183,16 @@ def _check_sources(cfg: DictConfig, where: Callable[[str], str]) -> None:
             check()
         except UserError as exc:
             raise UserError(f"{where(key)}: {exc}") from exc
+
+
+def _check_llm_context(cfg: DictConfig, where: Callable[[str], str]) -> None:
+    """A KV cache allocated for fewer positions than the run fills would report memory for
+    a cache the run overflows."""
+    llm = cfg.simulate.llm
+    if llm.max_context is not None and llm.max_context < llm.prompt_tokens + llm.new_tokens:
+        raise UserError(f"{where('simulate.llm.max_context')}: {llm.max_context} positions, "
+                        f"fewer than the run's {llm.prompt_tokens} prompt + {llm.new_tokens} "
+                        "new tokens fill")
 
 
 def _check_quant_types(cfg: DictConfig) -> None:

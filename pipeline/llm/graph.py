@@ -25,6 +25,7 @@ import math
 import numpy as np
 import onnx
 
+from pipeline.errors import UserError
 from pipeline.llm.spec import LlmSpec, lm_head_chunks
 from pipeline.optimizer import npu_passes
 from pipeline.zoo.builder import GraphBuilder
@@ -32,6 +33,9 @@ from pipeline.zoo.builder import GraphBuilder
 PHASES = ("prefill", "decode_first", "decode_last", "lm_head")
 MASKED = -30.0  # a causal mask's added score
 OPSET = 21  # blocked DequantizeLinear (weight-only int4 with group scales) needs 21
+# The prefill's causal mask is a float32 constant of (query heads per key head) x prompt x
+# prompt values, and a graph is one protobuf message (2 GiB at most): half of that for it
+MASK_LIMIT_BYTES = 2**30
 
 
 class Weights:
@@ -201,6 +205,26 @@ def phase_contexts(prompt: int, new: int) -> dict[str, tuple[int, int]]:
     """(new positions, cached positions) of each block phase."""
     return {"prefill": (prompt, 0), "decode_first": (1, prompt),
             "decode_last": (1, prompt + new - 1)}
+
+
+def check_context(spec: LlmSpec, prompt_tokens: int, new_tokens: int, key: str) -> None:
+    """Refuse, in one line naming ``key``, a context the model was not built for (its
+    config's ``max_position_embeddings``) or a prompt whose prefill mask this graph cannot
+    hold (``MASK_LIMIT_BYTES``), before anything is allocated: 40,000 tokens of Qwen3-0.6B
+    would be a 12 GiB constant."""
+    if spec.max_positions and prompt_tokens + new_tokens > spec.max_positions:
+        raise UserError(f"{key}: {prompt_tokens} prompt + {new_tokens} new tokens is longer "
+                        f"than the {spec.max_positions} positions {spec.name}'s config gives "
+                        "it (max_position_embeddings)")
+    group = spec.num_heads // spec.num_kv_heads
+    need = group * prompt_tokens * prompt_tokens * 4
+    if need > MASK_LIMIT_BYTES:
+        most = math.isqrt(MASK_LIMIT_BYTES // (4 * group))
+        raise UserError(f"{key}: {prompt_tokens} tokens: {spec.name}'s prefill holds its causal "
+                        f"mask as a constant of {group} x {prompt_tokens} x {prompt_tokens} "
+                        f"float32 values ({need / 2**30:.1f} GiB), over the "
+                        f"{MASK_LIMIT_BYTES // 2**30} GiB a graph gives it; at most {most} "
+                        "prompt tokens for this model")
 
 
 def build(spec: LlmSpec, prompt_tokens: int, new_tokens: int, seed: int) -> onnx.ModelProto:

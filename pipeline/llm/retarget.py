@@ -49,8 +49,9 @@ def at_contexts(info: dict[str, Any], quantize_dir: Path | None, scheme: str,
         raise UserError(f"simulate.llm: {prompt} prompt / {new} new tokens is another graph "
                         f"than the one built at {contexts(info)}: set model.prompt_tokens="
                         f"{prompt} model.new_tokens={new} to build it")
-    model = graph_edit.infer_shapes(graph.build(spec_from_record(info), prompt, new,
-                                                int(info.get("seed", 0))))
+    spec = spec_from_record(info)
+    graph.check_context(spec, prompt, new, "simulate.llm.prompt_tokens")
+    model = graph_edit.infer_shapes(graph.build(spec, prompt, new, int(info.get("seed", 0))))
     if scheme == "none":
         return model
     if scheme == "fp16":

@@ -35,6 +35,7 @@ def spec_of(cfg: DictConfig) -> spec.LlmSpec:
 def build(cfg: DictConfig) -> tuple[onnx.ModelProto, dict[str, Any]]:
     s = spec_of(cfg)
     columns, chunks = spec.lm_head_chunks(s.vocab_size)
+    graph.check_context(s, cfg.prompt_tokens, cfg.new_tokens, "model.prompt_tokens")
     model = graph.build(s, cfg.prompt_tokens, cfg.new_tokens, cfg.seed)
     return model, {"llm": {**dataclasses.asdict(s), "params": s.params(),
                            "prompt_tokens": cfg.prompt_tokens, "new_tokens": cfg.new_tokens,

@@ -28,12 +28,15 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "head_dim": ("head_dim", "kv_channels"),
     "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner"),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "max_positions": ("max_position_embeddings", "n_positions", "seq_length",
+                      "max_sequence_length"),
 }
 GELU_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 # families whose MLP is up -> activation -> down (no gate); their width defaults to 4x
 PLAIN_MLP = ("gpt2", "gpt_neox", "opt", "phi", "gptj", "gpt_bigcode", "falcon", "bloom",
              "mpt", "codegen", "starcoder2")
 LIMIT = 1 << 20  # no dimension of a 2026 language model is a million wide
+POSITIONS_LIMIT = 1 << 27  # contexts are longer: 10M-token models exist
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class LlmSpec:
     sandwich_norm: bool  # norms after attention and MLP too (Gemma2)
     gated_mlp: bool  # down(act(gate(x)) * up(x)); False: down(act(up(x)))
     activation: str  # silu | gelu
+    max_positions: int = 0  # the longest context the model was built for (0: not given)
 
     @property
     def q_size(self) -> int:
@@ -127,6 +131,11 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
     if act not in ("silu", "swish", *GELU_ACTS):
         raise UserError(f"{where}: 'hidden_act' {act!r} is not one npuflow builds "
                         f"(silu, swish, {', '.join(GELU_ACTS)})")
+    pos_key, positions = _pick(hf, "max_positions", where, 0)
+    if positions and (isinstance(positions, bool) or not isinstance(positions, int)
+                      or not 0 < positions <= POSITIONS_LIMIT):
+        raise UserError(f"{where}: '{pos_key}' must be a whole number in "
+                        f"1..{POSITIONS_LIMIT}, got {positions!r}")
     tie = hf.get("tie_word_embeddings", True)
     if not isinstance(tie, bool):
         raise UserError(f"{where}: 'tie_word_embeddings' must be true or false, got {tie!r}")
@@ -140,7 +149,7 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
                             or hf.get("add_qkv_bias", False)),
         qk_norm=kind == "qwen3", sandwich_norm=kind.startswith("gemma2"),
         gated_mlp=not plain,
-        activation="gelu" if act in GELU_ACTS else "silu")
+        activation="gelu" if act in GELU_ACTS else "silu", max_positions=positions)
 
 
 def load(path: str | Path) -> dict[str, Any]:

@@ -8,7 +8,8 @@ folder that holds anything is refused in one line, unless ``run.replace=true``: 
 earlier run's files are removed first, and only when everything there is something a run
 writes: a folder holding anything else (a user's file) is refused either way. The folder is
 claimed by creating Hydra's ``.hydra`` subfolder atomically, so two runs started into the
-same folder at the same moment cannot both proceed.
+same folder at the same moment cannot both proceed. A run stopped by a user's mistake before any
+stage wrote anything gives the folder back (``release``), so the corrected run can use it.
 """
 
 from __future__ import annotations
@@ -73,6 +74,23 @@ def claim(folder: Path, key: str, replace: bool, subdir: str | None) -> None:
     except OSError as exc:
         raise UserError(f"{key}: cannot create '{exc.filename or folder}': "
                         f"{exc.strerror or type(exc).__name__}") from exc
+
+
+def release(folder: Path, subdir: str | None) -> None:
+    """Give back a folder whose run stopped on a user's mistake before any stage wrote
+    anything (a value refused at the door, a model file the export could not read): only
+    Hydra's ``subdir`` and the log are there, and they would refuse the corrected run the
+    user starts next. Nothing is removed when anything else is there; the folder itself
+    stays (it may have been the user's)."""
+    entries = list(folder.iterdir()) if folder.is_dir() else []
+    if not subdir or any(p.name != subdir and not (p.is_file() and p.name.endswith(".log"))
+                         for p in entries):
+        return
+    for path in entries:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _listing(paths: list[Path]) -> str:
