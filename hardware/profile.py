@@ -187,12 +187,22 @@ def _check_free_parameter(profile: HardwareProfile, key: str, free: FreeParamete
         raise ProfileError(where, f"'{key}' is not a number, it cannot be fitted")
     if not free.low < free.high:
         raise ProfileError(where, f"low ({free.low}) must be below high ({free.high})")
-    if not free.low <= value <= free.high:
-        raise ProfileError(where, f"the profile's value {value} lies outside "
-                           f"[{free.low}, {free.high}]")
     if free.spread is not None and not 1 < free.spread < 1000:
         raise ProfileError(f"{where}.spread", f"{free.spread} is not a factor between 1 and "
                            "1000 (1.5 means: trusted within 1.5x either way)")
+
+
+def check_priors(profile: HardwareProfile, prefix: str = "hardware") -> None:
+    """A calibration starts from the profile's values and searches within each ``calibrate``
+    entry's bounds: a value outside them cannot be the start. Checked by the calibration
+    alone: a run or a sweep that sets the value (a what-if at 51 GB/s) is not fitting it."""
+    for i, free in enumerate(profile.calibrate):
+        value = profile_value(profile, free.key)
+        if not free.low <= value <= free.high:
+            raise ProfileError(f"{prefix}.calibrate[{i}]",
+                               f"{free.key} = {value} lies outside [{free.low}, {free.high}], "
+                               "where the calibration searches; widen the bounds or start "
+                               "inside them")
 
 
 def _check_op_limits(op: str, limits: Any, key: str) -> None:

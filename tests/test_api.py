@@ -39,6 +39,9 @@ def test_a_bad_override_is_one_user_error():
     {"frequency_mhz": 650, "dram.bandwidth_gbps": 5.0},
     {"dispatch_cycles": 1000, "energy.dram_pj_per_byte": 20.0, "dram.latency_ns": 200},
     {"host.gflops": 5.0, "link.bandwidth_gbps": 2.0, "sram.bandwidth_bytes_per_cycle": 16},
+    # past the bounds rk3588's calibrate list searches ([4, 34] GB/s, [500, 50000] cycles):
+    # those bound a calibration, not a what-if
+    {"dram.bandwidth_gbps": 51.2, "dispatch_cycles": 100},
 ])
 def test_the_batch_evaluator_equals_a_full_run_at_each_point(result, point, tmp_path):
     estimate = api.evaluator(result).evaluate(point)

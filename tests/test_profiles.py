@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from omegaconf import OmegaConf
 
 from hardware.fixed_nodes import declare_fixed
-from hardware.profile import PRECISIONS, ProfileError, load_profile, profile_from_config
+from hardware.profile import (
+    PRECISIONS,
+    ProfileError,
+    check_priors,
+    load_profile,
+    profile_from_config,
+    validate,
+)
 from hardware.profile_file import read_profile_yaml
 from pipeline.reports.supported_ops import DOCS, profiles, render
 from tests.conftest import CONF, compose_config
@@ -158,3 +167,18 @@ def test_a_fixed_node_is_known_by_identity_until_it_is_made_writable():
     OmegaConf.set_readonly(node, False)
     node.frequency_mhz = first.frequency_mhz // 2
     assert profile_from_config(node).frequency_mhz == first.frequency_mhz // 2
+
+
+def test_calibrate_bounds_bind_a_calibration_not_a_run():
+    """A value outside its calibrate entry's bounds is a what-if a run may ask; only a
+    calibration, which starts from the value and searches inside the bounds, refuses it,
+    naming the entry."""
+    profile = load_profile(CONF / "hardware" / "rk3588.yaml")
+    faster = dataclasses.replace(profile, dram=dataclasses.replace(profile.dram,
+                                                                   bandwidth_gbps=51.2))
+    assert validate(faster).dram.bandwidth_gbps == 51.2
+    check_priors(profile)
+    entry = [f.key for f in profile.calibrate].index("dram.bandwidth_gbps")
+    with pytest.raises(ProfileError, match=rf"hardware\.calibrate\[{entry}\].*51\.2 lies "
+                                           r"outside \[4(\.0)?, 34(\.0)?\]"):
+        check_priors(faster)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from hardware.profile import ProfileError, check_priors
 from hardware.profile_file import read_profile_yaml
 from pipeline.artifacts import atomic_path, check_writable, write_text
 from pipeline.calibrate.evaluate import Params, RowModel, compose_row, dump, params_of
@@ -137,7 +138,12 @@ def _calibrate(rows: list[Measurement], layer_times: dict[int, list[LayerTime]],
                conf_dirs: list[Path], common: list[str], name: str, path: Path, work: Path,
                source: Path, out_name: str, out_dir: Path, report_dir: Path) -> Path:
     models = [_row_model(m, conf_dirs, common, name, path, work) for m in rows]
-    free = list(check_complete(models[0].cfg, {"hardware": name}).calibrate)
+    profile = check_complete(models[0].cfg, {"hardware": name})
+    try:
+        check_priors(profile)
+    except ProfileError as exc:
+        raise UserError(f"hardware/{name}.yaml: {exc}") from exc
+    free = list(profile.calibrate)
     if not free:
         raise UserError(f"{source}: hardware.calibrate lists no parameter to fit")
     prior = params_of(models[0].cfg)
