@@ -96,6 +96,23 @@ def test_optimal_placement_moves_a_short_npu_island_to_the_cpu():
     assert optimal["placement"]["moved"] >= 1
 
 
+def test_a_one_segment_compiler_runs_everything_after_the_first_unsupported_op_on_the_host():
+    """The Edge TPU's compiler partitions a model once: the Relu after the first Erf is
+    supported but runs on the host, saying why; the Conv before it stays on the NPU. A
+    profile without the rule runs the Relu on the NPU."""
+    graph = _island_graph(8 * 32 * 32)
+    edge = _profile("edge_tpu")
+    assert edge.single_npu_segment and "Erf" not in edge.ops and "Relu" in edge.ops
+    plan = _compile(graph, edge, placement="greedy", fusion=False)
+    assert [_kernel(plan, k)["target"] for k in ("conv", "erf_a", "relu", "erf_b")] == \
+        ["npu", "cpu", "cpu", "cpu"]
+    entry = compile_log(Plan.from_json(plan)).split("[INFO] Kernel 'relu'")[1].split("[INFO]")[0]
+    assert "after erf_a" in entry and "one segment" in entry
+    free = _compile(graph, dataclasses.replace(edge, single_npu_segment=False),
+                    placement="greedy", fusion=False)
+    assert _kernel(free, "relu")["target"] == "npu"
+
+
 def test_optimal_agrees_with_greedy_when_no_move_pays():
     graph = from_onnx(ZOO["mobilenet_v2"](seed=0, opset=17))
     plan = _compile(graph, _profile("ethos_u55_256"), placement="optimal")

@@ -116,7 +116,26 @@ def decide(kernels: list[Kernel], graph: Graph, profile: HardwareProfile,
                 decisions.append(d)
             continue
         decisions.append(_decision(kernel, graph, profile, float_precision, False, checks))
+    if profile.single_npu_segment:
+        _one_segment(decisions)
     return decisions
+
+
+def _one_segment(decisions: list[Decision]) -> None:
+    """A compiler that maps one run of the graph (``single_npu_segment``): from the first
+    kernel the NPU cannot run, every kernel falls to the host, with a failed check that
+    names that kernel (Coral, "TensorFlow models on the Edge TPU": the compiler cannot
+    partition the model more than once, so the first unsupported operation and everything
+    after it run on the CPU)."""
+    first = next((d for d in decisions if not d.npu_ok), None)
+    if first is None:
+        return
+    for d in decisions[decisions.index(first) + 1:]:
+        if d.npu_ok:
+            d.checks.append((d.kernel.name, CheckResult(
+                "segment", "The NPU runs one segment: kernels after the first it cannot run "
+                "run on the host", False, f"after {first.kernel.name}")))
+            d.target = CPU
 
 
 def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_precision: str,

@@ -69,6 +69,10 @@ def render(profile: HardwareProfile) -> str:
     cpu_only = sorted(op for op in SPECS if op not in profile.ops)
     lines += ["", "Known to npuflow but not supported here (placed on the CPU): "
               + ", ".join(cpu_only) + ".", ""]
+    if profile.single_npu_segment:
+        lines += ["The compiler maps one segment of the graph: the first operator that "
+                  "cannot run here and every operator after it run on the CPU, supported "
+                  "or not.", ""]
     return "\n".join(lines)
 
 
