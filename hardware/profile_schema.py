@@ -304,9 +304,9 @@ class HardwareProfile:
     # a Concat costs nothing: its inputs' producers write into their slices of its output
     # (Vela writes concatenations in place; RKNN and NVDLA copy)
     concat_in_place: bool = False
-    # the NPU's compiler maps one run of the graph: the first kernel it cannot run and every
-    # kernel after it (in execution order) run on the host, supported or not (the Edge TPU
-    # compiler partitions a model once)
+    # the NPU's compiler maps one segment of the graph: a kernel it cannot run and every
+    # kernel downstream of it run on the host, supported or not (the Edge TPU compiler
+    # partitions a model once)
     single_npu_segment: bool = False
     # op type -> limits; required: ``ops: {}`` says "nothing runs on the NPU"
     ops: dict[str, dict[str, Any]] = MISSING

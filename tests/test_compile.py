@@ -97,9 +97,9 @@ def test_optimal_placement_moves_a_short_npu_island_to_the_cpu():
 
 
 def test_a_one_segment_compiler_runs_everything_after_the_first_unsupported_op_on_the_host():
-    """The Edge TPU's compiler partitions a model once: the Relu after the first Erf is
-    supported but runs on the host, saying why; the Conv before it stays on the NPU. A
-    profile without the rule runs the Relu on the NPU."""
+    """The Edge TPU's compiler partitions a model once: the Relu that reads the first Erf's
+    result is supported but runs on the host, saying why; the Conv before it stays on the
+    NPU. A profile without the rule runs the Relu on the NPU."""
     graph = _island_graph(8 * 32 * 32)
     edge = _profile("edge_tpu")
     assert edge.single_npu_segment and "Erf" not in edge.ops and "Relu" in edge.ops
@@ -111,6 +111,24 @@ def test_a_one_segment_compiler_runs_everything_after_the_first_unsupported_op_o
     free = _compile(graph, dataclasses.replace(edge, single_npu_segment=False),
                     placement="greedy", fusion=False)
     assert _kernel(free, "relu")["target"] == "npu"
+
+
+def test_a_branch_that_never_reads_the_hosts_results_stays_in_the_segment():
+    """Two heads on one input, the first ending in an op the Edge TPU cannot run: the
+    second head, listed after it but reading nothing of it, stays on the NPU."""
+    w = numpy_helper.from_array(np.zeros((8, 8, 1, 1), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv_a"),
+             helper.make_node("Erf", ["a"], ["y1"], name="erf"),
+             helper.make_node("Conv", ["x", "w"], ["b"], name="conv_b"),
+             helper.make_node("Relu", ["b"], ["y2"], name="relu")]
+    shape = [1, 8, 16, 16]
+    outs = [helper.make_tensor_value_info(y, 1, shape) for y in ("y1", "y2")]
+    graph = from_onnx(helper.make_model(helper.make_graph(
+        nodes, "heads", [helper.make_tensor_value_info("x", 1, shape)], outs, [w]),
+        opset_imports=[helper.make_opsetid("", 17)]))
+    plan = _compile(graph, _profile("edge_tpu"), placement="greedy", fusion=False)
+    assert [_kernel(plan, k)["target"] for k in ("conv_a", "erf", "conv_b", "relu")] == \
+        ["npu", "cpu", "npu", "npu"]
 
 
 def test_optimal_agrees_with_greedy_when_no_move_pays():

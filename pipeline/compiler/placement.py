@@ -122,20 +122,25 @@ def decide(kernels: list[Kernel], graph: Graph, profile: HardwareProfile,
 
 
 def _one_segment(decisions: list[Decision]) -> None:
-    """A compiler that maps one run of the graph (``single_npu_segment``): from the first
-    kernel the NPU cannot run, every kernel falls to the host, with a failed check that
-    names that kernel (Coral, "TensorFlow models on the Edge TPU": the compiler cannot
+    """A compiler that maps one segment of the graph (``single_npu_segment``): the NPU's
+    part takes only the graph's inputs, so a kernel that reads, directly or through others,
+    what a host kernel wrote runs on the host too, supported or not, with a failed check
+    naming that host kernel. Coral, "TensorFlow models on the Edge TPU": the compiler cannot
     partition the model more than once, so the first unsupported operation and everything
-    after it run on the CPU)."""
-    first = next((d for d in decisions if not d.npu_ok), None)
-    if first is None:
-        return
-    for d in decisions[decisions.index(first) + 1:]:
-        if d.npu_ok:
+    after it run on the CPU. "After" is read as downstream: a branch that never reads the
+    host's results (a second output head) stays on the NPU. Kernels come in topological
+    order, so one pass sees every producer first."""
+    on_host: dict[str, str] = {}  # tensor -> the host kernel upstream of it
+    for d in decisions:
+        upstream = next((on_host[t] for t in d.kernel.inputs if t in on_host), None)
+        if d.npu_ok and upstream is not None:
             d.checks.append((d.kernel.name, CheckResult(
-                "segment", "The NPU runs one segment: kernels after the first it cannot run "
-                "run on the host", False, f"after {first.kernel.name}")))
+                "segment", "The NPU runs one segment: kernels downstream of a host kernel "
+                "run on the host", False, f"after {upstream}")))
             d.target = CPU
+        if not d.npu_ok:
+            for t in d.kernel.outputs:
+                on_host[t] = upstream or d.kernel.name
 
 
 def _decision(kernel: Kernel, graph: Graph, profile: HardwareProfile, float_precision: str,

@@ -70,9 +70,9 @@ def render(profile: HardwareProfile) -> str:
     lines += ["", "Known to npuflow but not supported here (placed on the CPU): "
               + ", ".join(cpu_only) + ".", ""]
     if profile.single_npu_segment:
-        lines += ["The compiler maps one segment of the graph: the first operator that "
-                  "cannot run here and every operator after it run on the CPU, supported "
-                  "or not.", ""]
+        lines += ["The compiler maps one segment of the graph: an operator that cannot run "
+                  "here and every operator downstream of it run on the CPU, supported or "
+                  "not.", ""]
     return "\n".join(lines)
 
 
