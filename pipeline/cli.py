@@ -36,7 +36,7 @@ from pipeline.errors import UserError, UserStop
 from pipeline.html_report import write_run_report
 from pipeline.reports.terminal import set_quiet
 from pipeline.running import interrupt
-from pipeline.running.run_folder import release
+from pipeline.running.run_folder import release_claimed
 from pipeline.running.runner import DISK_ERRORS, run_pipeline
 from pipeline.sweeps.sweep import JOB_LINE, POINT_FILE
 from pipeline.sweeps.sweep_compose import own_group
@@ -69,7 +69,7 @@ def app(cfg: DictConfig) -> dict | float | list[float] | None:
         metrics = run_pipeline(cfg, run_dir, resolved)
     except Exception as exc:
         if describe(exc) is not None:  # a user's mistake: if no stage wrote anything yet,
-            release(run_dir, hc.output_subdir)  # the corrected run may use the folder
+            release_claimed()  # the corrected run may use the folder
         _exit_if_user_error(exc)
         raise
     write_run_report(run_dir)
@@ -276,5 +276,7 @@ def main() -> None:
             stopped = interrupt.pending()  # outside a stage, turned into a library's error
             if stopped is not None:
                 interrupt.exit_for(stopped)
+            if describe(exc) is not None:  # a sweep's job that did not compose
+                release_claimed()
             _exit_if_user_error(exc)
             raise

@@ -99,3 +99,16 @@ def test_a_run_stopped_by_a_mistake_before_any_stage_wrote_gives_the_folder_back
     code, lines, _ = npuflow(f"hydra.run.dir={run}", *_args(tmp_path))
     assert code == 0, lines
     assert (run / "metrics.json").is_file()
+
+
+def test_a_sweep_stopped_before_its_first_job_gives_the_folder_back(tmp_path):
+    """A point that does not compose (a profile that does not exist) stops the sweep before
+    any job ran: its multirun.yaml goes, and the corrected sweep uses the folder."""
+    sweep = tmp_path / "sweep"
+    args = ("-m", f"hydra.sweep.dir={sweep}", *_args(tmp_path))
+    code, lines, _ = npuflow(*args, "hardware=rk3588,no_such_chip")
+    assert code == 2 and "no_such_chip" in lines[-1], lines
+    assert list(sweep.iterdir()) == []
+    code, lines, _ = npuflow(*args, "simulate.frames=2,3")
+    assert code == 0, lines
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]

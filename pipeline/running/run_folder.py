@@ -45,8 +45,13 @@ def _written_by_a_run(path: Path) -> bool:
             or (name.isdigit() and (path / ".hydra").is_dir()))
 
 
+_claimed: tuple[Path, str | None] | None = None  # this process's last claim, for release
+
+
 def claim(folder: Path, key: str, replace: bool, subdir: str | None) -> None:
     """Make ``folder`` this run's alone, or raise a UserError naming it."""
+    global _claimed
+    _claimed = None
     if folder.is_file():
         raise UserError(f"{key}: '{folder}' is a file, not a folder")
     entries = sorted(folder.iterdir()) if folder.is_dir() else []
@@ -68,6 +73,7 @@ def claim(folder: Path, key: str, replace: bool, subdir: str | None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         if subdir:
             (folder / subdir).mkdir()
+        _claimed = (folder, subdir)
     except FileExistsError as exc:
         raise UserError(f"{key}: '{folder}' was taken by another run starting at the same "
                         "moment") from exc
@@ -78,19 +84,28 @@ def claim(folder: Path, key: str, replace: bool, subdir: str | None) -> None:
 
 def release(folder: Path, subdir: str | None) -> None:
     """Give back a folder whose run stopped on a user's mistake before any stage wrote
-    anything (a value refused at the door, a model file the export could not read): only
-    Hydra's ``subdir`` and the log are there, and they would refuse the corrected run the
-    user starts next. Nothing is removed when anything else is there; the folder itself
-    stays (it may have been the user's)."""
+    anything (a value refused at the door, a model file the export could not read, a
+    sweep's job that did not compose): only Hydra's ``subdir``, its ``multirun.yaml`` and
+    the log are there, and they would refuse the corrected run the user starts next.
+    Nothing is removed when anything else is there; the folder itself stays (it may have
+    been the user's)."""
     entries = list(folder.iterdir()) if folder.is_dir() else []
-    if not subdir or any(p.name != subdir and not (p.is_file() and p.name.endswith(".log"))
-                         for p in entries):
+    if any(not ((subdir and p.name == subdir and p.is_dir()) or (p.is_file() and (
+            p.name == "multirun.yaml" or p.name.endswith(".log")))) for p in entries):
         return
     for path in entries:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+
+def release_claimed() -> None:
+    """``release`` the folder this process last claimed, once."""
+    global _claimed
+    if _claimed is not None:
+        release(*_claimed)
+        _claimed = None
 
 
 def _listing(paths: list[Path]) -> str:
