@@ -15,7 +15,8 @@ move a kernel between NPU and CPU, and differ).
 Parameters a point may set (anything else would change the plan and is refused):
 ``frequency_mhz``, ``dispatch_cycles``, ``dram.bandwidth_gbps``, ``dram.latency_ns``,
 ``sram.bandwidth_bytes_per_cycle``, ``link.bandwidth_gbps``, ``link.sync_us``,
-``host.gflops``, ``host.bandwidth_gbps`` and every ``energy.*`` field.
+``host.gflops``, ``host.bandwidth_gbps`` and every ``energy.*`` field (the energy per MAC
+per precision: ``energy.mac_pj.int8``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from hardware.bounds import BoundsError
-from hardware.profile import HardwareProfile, ProfileError, profile_from_config, validate
+from hardware.profile import (
+    PRECISIONS,
+    HardwareProfile,
+    ProfileError,
+    profile_from_config,
+    validate,
+)
 from ops.graph import Graph
 from pipeline.compiler.costing import cpu_cost
 from pipeline.compiler.driver import compile_decisions, layout, recost
@@ -75,21 +82,44 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _number(key: str, value: Any, current: Any) -> float | int:
+    """A point's value as the profile field it replaces holds it: a number (not a bool, not
+    NaN), whole where the field is (dispatch cycles)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UserError(f"evaluator: '{key}' must be a number, got {value!r}")
+    if isinstance(current, int) and not isinstance(current, bool):
+        if not float(value).is_integer():
+            raise UserError(f"evaluator: '{key}' is a whole number of "
+                            f"{key.rpartition('_')[2]}, got {value!r}")
+        return int(value)
+    return value
+
+
 def _with(profile: HardwareProfile, point: Mapping[str, float]) -> HardwareProfile:
-    """``profile`` with the point's values; a key outside the allowed set, or a value its
-    field's bounds refuse, is a UserError naming the key."""
+    """``profile`` with the point's values; a key outside the allowed set, a value that is
+    not a number of the field's kind, or one its field's bounds refuse, is a UserError
+    naming the key. An energy per MAC is per precision: ``energy.mac_pj.int8``."""
     top: dict[str, Any] = {}
-    nested: dict[str, dict[str, float]] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    per_mac: dict[str, Any] = {}
     for key, value in point.items():
         section, _, name = key.partition(".")
         if not name and key in TOP_LEVEL:
-            top[key] = value
-        elif name and (name in SECTIONS.get(section, ()) or
-                       (section == "energy" and hasattr(profile.energy, name))):
-            nested.setdefault(section, {})[name] = value
+            top[key] = _number(key, value, getattr(profile, key))
+        elif section == "energy" and name.startswith("mac_pj.") and \
+                name.partition(".")[2] in PRECISIONS:
+            precision = name.partition(".")[2]
+            per_mac[precision] = _number(key, value, getattr(profile.energy.mac_pj, precision))
+        elif name and (name in SECTIONS.get(section, ()) or (
+                section == "energy" and name != "mac_pj" and hasattr(profile.energy, name))):
+            nested.setdefault(section, {})[name] = _number(
+                key, value, getattr(getattr(profile, section), name))
         else:
             raise UserError(f"evaluator: '{key}' changes the plan or is not a profile "
                             f"parameter; allowed: {', '.join(allowed(profile))}")
+    if per_mac:
+        nested.setdefault("energy", {})["mac_pj"] = dataclasses.replace(
+            profile.energy.mac_pj, **per_mac)
     for section, values in nested.items():
         top[section] = dataclasses.replace(getattr(profile, section), **values)
     try:
@@ -100,7 +130,9 @@ def _with(profile: HardwareProfile, point: Mapping[str, float]) -> HardwareProfi
 
 def allowed(profile: HardwareProfile) -> list[str]:
     return [*TOP_LEVEL, *(f"{s}.{n}" for s, names in SECTIONS.items() for n in names),
-            *(f"energy.{f.name}" for f in dataclasses.fields(profile.energy))]
+            *(f"energy.{f.name}" for f in dataclasses.fields(profile.energy)
+              if f.name != "mac_pj"),
+            *(f"energy.mac_pj.{p}" for p in PRECISIONS)]
 
 
 _FORKED: PlanEvaluator | None = None  # the evaluator a forked worker inherits

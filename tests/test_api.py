@@ -3,6 +3,7 @@ evaluator equal to full runs where the plan is held."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -42,6 +43,7 @@ def test_a_bad_override_is_one_user_error():
     # past the bounds rk3588's calibrate list searches ([4, 34] GB/s, [500, 50000] cycles):
     # those bound a calibration, not a what-if
     {"dram.bandwidth_gbps": 51.2, "dispatch_cycles": 100},
+    {"energy.mac_pj.int8": 0.5, "dispatch_cycles": 2000},  # energy per MAC per precision
 ])
 def test_the_batch_evaluator_equals_a_full_run_at_each_point(result, point, tmp_path):
     estimate = api.evaluator(result).evaluate(point)
@@ -59,6 +61,27 @@ def test_the_evaluator_refuses_what_would_change_the_plan(result):
         evaluator.evaluate({"sram.size_kb": 64})
     with pytest.raises(UserError, match="frequency_mhz"):
         evaluator.evaluate({"frequency_mhz": -5})
+
+
+@pytest.mark.parametrize(("point", "message"), [
+    ({"frequency_mhz": "fast"}, "'frequency_mhz' must be a number, got 'fast'"),
+    ({"frequency_mhz": True}, "'frequency_mhz' must be a number, got True"),
+    ({"dispatch_cycles": 1.5}, "'dispatch_cycles' is a whole number of cycles, got 1.5"),
+    ({"energy.mac_pj": 0.3}, "'energy.mac_pj' changes the plan or is not a profile"),
+    ({"energy.mac_pj.int8": -1}, "energy.mac_pj.int8: must be >= 0"),
+])
+def test_a_point_that_is_not_a_number_of_its_field_s_kind_is_one_user_error(result, point,
+                                                                             message):
+    with pytest.raises(UserError) as err:
+        api.evaluator(result).evaluate(point)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_whole_float_is_the_whole_number_it_names(result):
+    evaluator = api.evaluator(result)
+    as_float = evaluator.evaluate({"dispatch_cycles": 2000.0})
+    assert dataclasses.replace(as_float, point={}) == dataclasses.replace(
+        evaluator.evaluate({"dispatch_cycles": 2000}), point={})
 
 
 def test_two_workers_give_the_same_answers_in_the_same_order(result):
