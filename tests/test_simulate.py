@@ -177,7 +177,9 @@ def test_default_run_writes_every_artifact(tmp_path):
 
 
 def test_cold_start_adds_the_one_time_load_of_cached_weights(graphs):
-    tpu = _profile("edge_tpu")  # caches parameters on chip
+    # caches parameters on chip; its one-segment rule is set aside: the raw scikit-learn graph
+    # opens with a float Cast that the optimize stage removes and this test does not run
+    tpu = dataclasses.replace(_profile("edge_tpu"), single_npu_segment=False)
     plan, tasks, span = _simulate(graphs["digits_mlp"], tpu)
     metrics = latency_metrics(plan, tasks, span, tpu)
     mem = plan.memory
