@@ -68,8 +68,6 @@ def app(cfg: DictConfig) -> dict | float | list[float] | None:
         _, resolved = checked_values(cfg, dict(hc.runtime.choices), list(hc.overrides.task))
         metrics = run_pipeline(cfg, run_dir, resolved)
     except Exception as exc:
-        if describe(exc) is not None:  # a user's mistake: if no stage wrote anything yet,
-            release_claimed()  # the corrected run may use the folder
         _exit_if_user_error(exc)
         raise
     write_run_report(run_dir)
@@ -143,10 +141,13 @@ _WANTS_TRACEBACK = os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
 def _exit_if_user_error(exc: BaseException) -> None:
-    """Print one line and exit for a user mistake; return (to re-raise) for a bug."""
+    """Print one line and exit for a user mistake; return (to re-raise) for a bug. The
+    run folder is given back if no stage wrote into it (``run_folder.release``), so the
+    corrected run can use it."""
     message = describe(exc)
     if message is None or _WANTS_TRACEBACK:
         return
+    release_claimed()
     print(f"npuflow: error: {message}", file=sys.stderr)
     sys.exit(getattr(exc, "exit_code", 2))
 
@@ -276,7 +277,5 @@ def main() -> None:
             stopped = interrupt.pending()  # outside a stage, turned into a library's error
             if stopped is not None:
                 interrupt.exit_for(stopped)
-            if describe(exc) is not None:  # a sweep's job that did not compose
-                release_claimed()
             _exit_if_user_error(exc)
             raise
