@@ -4,7 +4,8 @@
 
 Every ``llm_pairs`` row of ``benchmarks/silicon/published.yaml`` (rknn-llm's benchmark.md:
 RK3588 w8a8, RK3576 w4a16 / w4a16_g128 / w8a8, 128 prompt tokens, 64 new tokens) runs
-through npuflow's whole chain (``model=<preset> hardware=<chip> quant=<dtype>``; a small
+through npuflow's whole chain (``model=<preset> hardware=<chip> quant=<dtype>``, or
+``model=llm model.config=benchmarks/llm_configs/<name>.json`` for models with no preset; a small
 calibration set, since only the weights' sizes and the graph matter to the estimate) and is
 compared on three figures: TTFT and tokens/s (the bar is 1.5x) and memory (1.25x). Check
 and fit rows are tabulated apart; only check rows make the headline.
@@ -39,8 +40,15 @@ def load_pairs(only: list[str]) -> list[dict]:
             if not only or any(o in f"{p['network']} {p['profile']} {p['dtype']}" for o in only)]
 
 
+def _in_repo(override: str) -> str:
+    """A row's ``model.config`` path is the repository's (``benchmarks/llm_configs/``)."""
+    key, _, value = override.partition("=")
+    return f"{key}={REPO / value}" if key == "model.config" else override
+
+
 def measure(pair: dict, cache: Path, run_dir: Path) -> dict:
-    m = api.run(*pair["overrides"], *FAST, f"run.cache_dir={cache}", run_dir=run_dir).metrics
+    overrides = [_in_repo(o) for o in pair["overrides"]]
+    m = api.run(*overrides, *FAST, f"run.cache_dir={cache}", run_dir=run_dir).metrics
     shutil.rmtree(run_dir)  # a 6B model's folder is gigabytes; the cache keeps the stages
     ours = {"ttft_ms": m["ttft_ms"], "tokens_per_s": m["decode_tokens_per_s"],
             "memory_mb": m["memory_mb"]}

@@ -43,7 +43,9 @@ class Weights:
 
     def __init__(self, g: GraphBuilder, spec: LlmSpec, matrices: dict[str, str],
                  gains: dict[str, str], zero_h: str) -> None:
-        self.q, self.k, self.v, self.o = (matrices[n] for n in ("q", "k", "v", "o"))
+        self.matrices = matrices
+        self.q, self.k, self.v = (matrices.get(n, "") for n in ("q", "k", "v"))
+        self.o = matrices["o"]
         self.up, self.down, self.gate = matrices["up"], matrices["down"], matrices.get("gate")
         self.head = matrices.get("head")
         self.norms, self.zero_h = gains, zero_h
@@ -51,23 +53,29 @@ class Weights:
         self.final_norm = gains.get("final_norm")
         self.zero_hd = g.const("head_norm_bias", np.zeros(spec.head_dim, np.float32)) \
             if spec.qk_norm else None
+        # a latent's norm adds a zero bias of its own width (LayerNorm, as the others)
+        self.zero_latent = {n: g.const(f"{n}_bias", np.zeros(g.shape[gains[n]][0], np.float32))
+                            for n in ("q_a_norm", "kv_a_norm") if n in gains}
 
     @classmethod
     def seeded(cls, g: GraphBuilder, spec: LlmSpec, head_columns: int) -> Weights:
         """Seeded random weights (scaled by fan-in, so activations stay in range)."""
         h, i = spec.hidden_size, spec.intermediate_size
-        shapes = {"q": (h, spec.q_size), "k": (h, spec.kv_size), "v": (h, spec.kv_size),
-                  "o": (spec.q_size, h), "up": (h, i), "down": (i, h), "head": (h, head_columns)}
+        shapes = {**_attention_shapes(spec), "o": (spec.num_heads * spec.value_dim, h),
+                  "up": (h, i), "down": (i, h), "head": (h, head_columns)}
         if spec.gated_mlp:
             shapes["gate"] = (h, i)
-        order = ["q", "k", "v", "o", "up", "gate", "down", "head"]
+        order = ["q_a", "q", "q_b", "kv_a", "kv_b", "k", "v", "o", "up", "gate", "down", "head"]
         matrices = {n: g.const(f"w_{'lm_head' if n == 'head' else n}",
                                _scaled_normal(g.rng, shapes[n])) for n in order if n in shapes}
         names = ["attn_norm", "mlp_norm"] + (["post_attn_norm", "post_mlp_norm"]
                                              if spec.sandwich_norm else [])
         names += ["q_norm", "k_norm"] if spec.qk_norm else []
-        gains = {n: g.const(n, np.ones(spec.head_dim if n in ("q_norm", "k_norm") else h,
-                                       np.float32)) for n in names}
+        widths = {"q_norm": spec.head_dim, "k_norm": spec.head_dim}
+        if spec.latent:
+            names += ["kv_a_norm"] + (["q_a_norm"] if spec.q_lora_rank else [])
+            widths |= {"kv_a_norm": spec.kv_lora_rank, "q_a_norm": spec.q_lora_rank}
+        gains = {n: g.const(n, np.ones(widths.get(n, h), np.float32)) for n in names}
         gains["final_norm"] = g.const("final_norm", np.ones(h, np.float32))
         made = cls(g, spec, matrices, gains, g.const("norm_bias", np.zeros(h, np.float32)))
         if spec.attention_bias:
@@ -86,6 +94,20 @@ class Weights:
                     for n in ("q", "k", "v", "o", "gate", "up", "down") if n in arrays}
         gains = {n: g.const(n, arrays[n].astype(np.float32)) for n in ("attn_norm", "mlp_norm")}
         return cls(g, spec, matrices, gains, zero_h)
+
+
+def _attention_shapes(spec: LlmSpec) -> dict[str, tuple[int, int]]:
+    """The q, k and v projections' weight shapes; a latent attention's down-projections to
+    its latents (the key's shared rotary part beside the key/value latent) and up-projections
+    to the heads."""
+    h = spec.hidden_size
+    if not spec.latent:
+        return {"q": (h, spec.q_size), "k": (h, spec.kv_size), "v": (h, spec.kv_size)}
+    rq, rkv, rope = spec.q_lora_rank, spec.kv_lora_rank, spec.qk_rope_head_dim
+    query = {"q_a": (h, rq), "q_b": (rq, spec.q_size)} if rq else {"q": (h, spec.q_size)}
+    nope = spec.head_dim - rope
+    return {**query, "kv_a": (h, rkv + rope),
+            "kv_b": (rkv, spec.num_heads * (nope + spec.value_dim))}
 
 
 def _scaled_normal(rng: np.random.Generator, shape: tuple[int, ...],
@@ -140,23 +162,10 @@ def block_body(g: GraphBuilder, w: Weights, spec: LlmSpec, x: str, seq: int, pas
     """One decoder block over ``seq`` new positions of ``x`` after ``past`` cached ones
     (``cache``: the past keys and values). Returns its output and the present keys and
     values (the cache with this step's appended)."""
-    d, kvh = spec.head_dim, spec.num_kv_heads
+    d, kvh, dv = spec.head_dim, spec.num_kv_heads, spec.value_dim
     group = spec.num_heads // kvh
     xn = norm(g, x, w.norms["attn_norm"], w.zero_h)
-
-    def project(weight: str, heads: int, bias: str | None) -> str:
-        # the bias is added per head, after the split: the same sum, and a MatMul whose
-        # weight every phase shares (a MatMul + Add would be fused into a Gemm per phase)
-        y = _heads(g, g.matmul(xn, weight), heads, d)
-        return g.add(y, bias) if bias else y
-
-    q = project(w.q, spec.num_heads, w.bias.get("q"))
-    k = project(w.k, kvh, w.bias.get("k"))
-    v = project(w.v, kvh, w.bias.get("v"))
-    if spec.qk_norm:
-        q, k = (norm(g, q, w.norms["q_norm"], w.zero_hd),
-                norm(g, k, w.norms["k_norm"], w.zero_hd))
-    q, k = _rope(g, q, past), _rope(g, k, past)
+    q, k, v = (_latent_qkv if spec.latent else _qkv)(g, w, spec, xn, past)
     if cache:  # the cache: every earlier position's K and V, this step's appended
         k, v = g.concat([cache[0], k], axis=2), g.concat([cache[1], v], axis=2)
     context = past + seq
@@ -171,9 +180,9 @@ def block_body(g: GraphBuilder, w: Weights, spec: LlmSpec, x: str, seq: int, pas
         scores = g.add(scores, g.const("causal_mask", mask))
     attended = g.matmul(g.softmax(scores, axis=-1), v)
     if seq > 1:  # [1, heads, S, d] -> [1, S, heads, d]; one position needs no transpose
-        attended = g.transpose(_reshape(g, attended, (1, spec.num_heads, seq, d)),
+        attended = g.transpose(_reshape(g, attended, (1, spec.num_heads, seq, dv)),
                                (0, 2, 1, 3))
-    out = g.matmul(g.reshape(attended, (1, seq, spec.q_size)), w.o)
+    out = g.matmul(g.reshape(attended, (1, seq, spec.num_heads * dv)), w.o)
     if spec.sandwich_norm:
         out = norm(g, out, w.norms["post_attn_norm"], w.zero_h)
     x = g.add(x, out)
@@ -189,13 +198,59 @@ def block_body(g: GraphBuilder, w: Weights, spec: LlmSpec, x: str, seq: int, pas
     return g.add(x, out), k, v
 
 
+def _qkv(g: GraphBuilder, w: Weights, spec: LlmSpec, xn: str, past: int
+         ) -> tuple[str, str, str]:
+    """Queries, keys and values per head ([1, heads, S, d]), rotated and normed as the
+    model does."""
+    d = spec.head_dim
+
+    def project(weight: str, heads: int, bias: str | None) -> str:
+        # the bias is added per head, after the split: the same sum, and a MatMul whose
+        # weight every phase shares (a MatMul + Add would be fused into a Gemm per phase)
+        y = _heads(g, g.matmul(xn, weight), heads, d)
+        return g.add(y, bias) if bias else y
+
+    q = project(w.q, spec.num_heads, w.bias.get("q"))
+    k = project(w.k, spec.num_kv_heads, w.bias.get("k"))
+    v = project(w.v, spec.num_kv_heads, w.bias.get("v"))
+    if spec.qk_norm:
+        q, k = (norm(g, q, w.norms["q_norm"], w.zero_hd),
+                norm(g, k, w.norms["k_norm"], w.zero_hd))
+    return _rope(g, q, past), _rope(g, k, past), v
+
+
+def _latent_qkv(g: GraphBuilder, w: Weights, spec: LlmSpec, xn: str, past: int
+                ) -> tuple[str, str, str]:
+    """Multi-head latent attention as DeepSeek-V2's reference code runs it: the query from
+    its own latent (normed) or directly; the keys and values up-projected per head from a
+    normed ``kv_lora_rank`` latent; the key's rotary part one head wide, shared by every
+    head (copied to each: the cache holds whole keys); rotary embeddings on the rotary
+    parts only."""
+    heads, d, dv, rope = spec.num_heads, spec.head_dim, spec.value_dim, spec.qk_rope_head_dim
+    nope, m = d - rope, w.matrices
+    if spec.q_lora_rank:
+        query = g.matmul(norm(g, g.matmul(xn, m["q_a"]), w.norms["q_a_norm"],
+                              w.zero_latent["q_a_norm"]), m["q_b"])
+    else:
+        query = g.matmul(xn, m["q"])
+    q_nope, q_rot = g.split(_heads(g, query, heads, d), [nope, rope], axis=-1)
+    q = g.concat([q_nope, _rope(g, q_rot, past)], axis=-1)
+    latent, k_rot = g.split(g.matmul(xn, m["kv_a"]), [spec.kv_lora_rank, rope], axis=-1)
+    latent = norm(g, latent, w.norms["kv_a_norm"], w.zero_latent["kv_a_norm"])
+    k_nope, v = g.split(_heads(g, g.matmul(latent, m["kv_b"]), heads, nope + dv),
+                        [nope, dv], axis=-1)
+    k_rot = _rope(g, _heads(g, k_rot, 1, rope), past)
+    k = g.concat([k_nope, g.concat([k_rot] * heads, axis=1)], axis=-1)
+    return q, k, v
+
+
 def _block(g: GraphBuilder, w: Weights, spec: LlmSpec, seq: int, past: int) -> None:
     """A phase's block as a graph: its hidden state and cache in, the same out."""
     phase = g.prefix.rstrip("/")
     x = g.input(f"{phase}.hidden", (1, seq, spec.hidden_size))
-    shape = (1, spec.num_kv_heads, past, spec.head_dim)
-    cache = (g.input(f"{phase}.past_key", shape), g.input(f"{phase}.past_value", shape)) \
-        if past else None
+    shape = (1, spec.num_kv_heads, past)
+    cache = (g.input(f"{phase}.past_key", (*shape, spec.head_dim)),
+             g.input(f"{phase}.past_value", (*shape, spec.value_dim))) if past else None
     out, k, v = block_body(g, w, spec, x, seq, past, cache)
     for tensor in (k, v, out):
         g.output(tensor)

@@ -3,10 +3,13 @@
 Only the numbers that change the graph or its bytes are read: widths, depths, heads, the
 vocabulary, whether the LM head shares the embedding table, and the few architectural
 switches that add nodes (attention biases, Qwen3's per-head q/k norms, Gemma2's extra
-norms, a gated or plain MLP). Exporters disagree on names (ChatGLM3 writes ``num_layers``,
+norms, a gated or plain MLP, DeepSeek-V2's and MiniCPM3's multi-head latent attention).
+Exporters disagree on names (ChatGLM3 writes ``num_layers``,
 ``multi_query_group_num``, ``ffn_hidden_size``, ``padded_vocab_size``, ``kv_channels``), so
 each field lists the keys it accepts, first match wins. A missing or absurd value is one
-line naming the file and the key.
+line naming the file and the key; so is a key that announces a mechanism the graph does
+not build (experts, linear-attention or recurrent layers): npuflow would otherwise cost a
+different, dense model without a word.
 """
 
 from __future__ import annotations
@@ -37,6 +40,22 @@ PLAIN_MLP = ("gpt2", "gpt_neox", "opt", "phi", "gptj", "gpt_bigcode", "falcon", 
              "mpt", "codegen", "starcoder2")
 LIMIT = 1 << 20  # no dimension of a 2026 language model is a million wide
 POSITIONS_LIMIT = 1 << 27  # contexts are longer: 10M-token models exist
+# families whose q and k carry a norm of their own (Qwen3, Gemma3, OLMo2; others say so with
+# ``qk_layernorm`` / ``use_qk_norm``) and whose blocks also norm their outputs (Gemma2/3)
+QK_NORM = ("qwen3", "gemma3", "olmo2")
+SANDWICH_NORM = ("gemma2", "gemma3")
+# keys that announce a mechanism the graph does not build: a truthy value is refused
+UNBUILT_KEYS = {
+    "num_experts": "mixture-of-experts layers", "num_local_experts": "mixture-of-experts layers",
+    "n_routed_experts": "mixture-of-experts layers",
+    "moe_intermediate_size": "mixture-of-experts layers",
+    "linear_attn_config": "linear-attention layers", "ssm_state_size": "state-space layers",
+    "mamba_d_state": "state-space layers", "altup_num_inputs": "Gemma3n's AltUp layers",
+}
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "attention")
+# model types whose layers are recurrent, not attention
+RECURRENT_TYPES = ("rwkv", "mamba", "recurrent_gemma", "xlstm", "jamba", "falcon_h1",
+                   "nemotron_h", "zamba")
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,21 @@ class LlmSpec:
     gated_mlp: bool  # down(act(gate(x)) * up(x)); False: down(act(up(x)))
     activation: str  # silu | gelu
     max_positions: int = 0  # the longest context the model was built for (0: not given)
+    # multi-head latent attention (0: none): keys and values come out of a ``kv_lora_rank``
+    # latent, and ``qk_rope_head_dim`` of the ``head_dim`` query/key width is a rotary part
+    # one key head shares; the query may come out of a ``q_lora_rank`` latent too
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0  # a value head's width where it differs from head_dim
+
+    @property
+    def latent(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def value_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
 
     @property
     def q_size(self) -> int:
@@ -68,10 +102,19 @@ class LlmSpec:
         return self.num_kv_heads * self.head_dim
 
     def layer_params(self) -> int:
-        """Weights of one decoder block: the four attention projections (biases of q, k,
-        v where the model has them), the MLP, and the norms' gains."""
+        """Weights of one decoder block: the attention projections (biases of q, k, v
+        where the model has them; a latent attention's down- and up-projections and their
+        norms), the MLP, and the norms' gains."""
         h, i = self.hidden_size, self.intermediate_size
-        attn = h * self.q_size + 2 * h * self.kv_size + self.q_size * h
+        out = self.num_heads * self.value_dim * h
+        if self.latent:
+            rq, rkv, rope = self.q_lora_rank, self.kv_lora_rank, self.qk_rope_head_dim
+            query = h * rq + rq + rq * self.q_size if rq else h * self.q_size
+            nope = self.head_dim - rope
+            attn = query + h * (rkv + rope) + rkv + \
+                rkv * self.num_heads * (nope + self.value_dim) + out
+        else:
+            attn = h * self.q_size + 2 * h * self.kv_size + out
         if self.attention_bias:
             attn += self.q_size + 2 * self.kv_size
         mlp = (3 if self.gated_mlp else 2) * h * i
@@ -89,8 +132,12 @@ class LlmSpec:
             self.embedding_params() + head
 
     def kv_bytes_per_token(self, element_bytes: int = 2) -> int:
-        """K and V of one position, every layer (fp16 by default)."""
-        return self.num_layers * 2 * self.kv_size * element_bytes
+        """K and V of one position, every layer (fp16 by default). A latent attention
+        caches each head's key and value as its reference implementation does (Hugging
+        Face's DeepSeek-V2 and MiniCPM3 code caches them after the up-projection), not the
+        latent that optimised runtimes keep."""
+        return self.num_layers * self.num_kv_heads * (self.head_dim + self.value_dim) * \
+            element_bytes
 
 
 def _pick(hf: dict[str, Any], field: str, where: str, default: Any = None) -> Any:
@@ -114,6 +161,7 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
         raise UserError(f"{where}: expected a JSON object (a config.json), got "
                         f"{type(hf).__name__}")
     kind = str(hf.get("model_type", "")).lower()
+    _refuse_unbuilt(hf, kind, where)
     plain = kind in PLAIN_MLP
     size = {f: _positive(where, *_pick(hf, f, where)) for f in
             ("hidden_size", "num_layers", "num_heads", "vocab_size")}
@@ -126,6 +174,9 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
                         f"({size['num_heads']}): each key/value head serves a whole group")
     hd_key, head_dim = _pick(hf, "head_dim", where, size["hidden_size"] // size["num_heads"])
     head_dim = _positive(where, hd_key, head_dim)
+    latent = _latent(hf, where, size["hidden_size"] // size["num_heads"])
+    if latent:  # one key and value head per query head, as the reference code caches them
+        kv, head_dim = size["num_heads"], latent.pop("head_dim")
     act = str(hf.get("hidden_act") or hf.get("hidden_activation")
               or hf.get("activation_function") or ("gelu" if plain else "silu")).lower()
     if act not in ("silu", "swish", *GELU_ACTS):
@@ -147,9 +198,45 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
         tie_word_embeddings=tie,
         attention_bias=bool(hf.get("attention_bias", kind == "qwen2")
                             or hf.get("add_qkv_bias", False)),
-        qk_norm=kind == "qwen3", sandwich_norm=kind.startswith("gemma2"),
-        gated_mlp=not plain,
-        activation="gelu" if act in GELU_ACTS else "silu", max_positions=positions)
+        qk_norm=kind.startswith(QK_NORM) or bool(hf.get("qk_layernorm") or hf.get("use_qk_norm")),
+        sandwich_norm=kind.startswith(SANDWICH_NORM), gated_mlp=not plain,
+        activation="gelu" if act in GELU_ACTS else "silu", max_positions=positions, **latent)
+
+
+def _latent(hf: dict[str, Any], where: str, hidden_per_head: int) -> dict[str, int]:
+    """A multi-head latent attention's widths (empty: the model has none): DeepSeek-V2's
+    ``kv_lora_rank``, ``q_lora_rank`` (absent or null: q projected directly),
+    ``qk_nope_head_dim`` + ``qk_rope_head_dim`` (a query/key head) and ``v_head_dim``
+    (absent: hidden_size / heads, as MiniCPM3's modeling code takes it)."""
+    if not hf.get("kv_lora_rank"):
+        return {}
+    widths = {}
+    for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        value = hf.get(key, hidden_per_head if key == "v_head_dim" else None)
+        if value is None:
+            raise UserError(f"{where}: 'kv_lora_rank' (latent attention) needs '{key}'")
+        widths[key] = _positive(where, key, value)
+    rank = hf.get("q_lora_rank")
+    return {"kv_lora_rank": widths["kv_lora_rank"],
+            "q_lora_rank": _positive(where, "q_lora_rank", rank) if rank else 0,
+            "qk_rope_head_dim": widths["qk_rope_head_dim"], "v_head_dim": widths["v_head_dim"],
+            "head_dim": widths["qk_nope_head_dim"] + widths["qk_rope_head_dim"]}
+
+
+def _refuse_unbuilt(hf: dict[str, Any], kind: str, where: str) -> None:
+    """One line naming the key of a mechanism the graph does not build."""
+    for key, mechanism in UNBUILT_KEYS.items():
+        if hf.get(key):
+            raise UserError(f"{where}: '{key}' means {mechanism}, which npuflow's "
+                            "language-model graph does not build (it would cost a dense "
+                            "model instead)")
+    other = sorted({str(t) for t in hf.get("layer_types") or []} - set(ATTENTION_LAYER_TYPES))
+    if other:
+        raise UserError(f"{where}: 'layer_types' has {', '.join(other)} layers; npuflow's "
+                        "language-model graph builds attention layers only")
+    if kind.startswith(RECURRENT_TYPES):
+        raise UserError(f"{where}: model_type '{kind}' has recurrent layers; npuflow's "
+                        "language-model graph builds attention layers only")
 
 
 def load(path: str | Path) -> dict[str, Any]:
