@@ -235,7 +235,7 @@ def _refuse_unbuilt(hf: dict[str, Any], kind: str, where: str) -> None:
         raise UserError(f"{where}: 'layer_types' has {', '.join(other)} layers; npuflow's "
                         "language-model graph builds attention layers only")
     if kind.startswith(RECURRENT_TYPES):
-        raise UserError(f"{where}: model_type '{kind}' has recurrent layers; npuflow's "
+        raise UserError(f"{where}: 'model_type' {kind!r} has recurrent layers; npuflow's "
                         "language-model graph builds attention layers only")
 
 
