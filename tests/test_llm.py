@@ -102,6 +102,50 @@ def test_sliding_and_full_attention_layers_and_family_norms_are_read():
     assert not spec.from_hf(TINY, "l").qk_norm
 
 
+@pytest.mark.parametrize("extra, local", [
+    ({"model_type": "mistral", "sliding_window": 4}, 3),               # every layer
+    ({"model_type": "gemma2", "sliding_window": 4}, 2),                # layers 0 and 2
+    ({"model_type": "gemma3_text", "sliding_window": 4,
+      "sliding_window_pattern": 2}, 2),                                # all but each 2nd
+    ({"model_type": "qwen2", "sliding_window": 4, "use_sliding_window": False}, 0),
+    ({"model_type": "qwen2", "sliding_window": 4, "use_sliding_window": True,
+      "max_window_layers": 1}, 2),                                     # from layer 1 on
+    ({"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention",
+                                           "sliding_attention"]}, 2),
+    ({"sliding_window": None}, 0),
+])
+def test_the_layers_that_attend_over_a_window_are_the_families_own(extra, local):
+    s = spec.from_hf({**TINY, **extra}, "t")
+    assert s.local_layers == local
+    assert s.kv_positions(10) == (3 - local) * 10 + local * (4 if local else 10)
+
+
+def test_a_sliding_window_bounds_the_cache_and_the_decode_attention(runs):
+    """A window shorter than the context: its layers' cache holds the window, and their
+    decode block is the block at the window's context, so a decode step costs what the
+    full-attention layers' attention adds and no more; no window, the figures as before."""
+    from hardware.profile import profile_from_config
+    from pipeline.compiler.plan import Plan
+
+    result = runs["w8a8"]
+    plan = Plan.from_json(json.loads((result.run_dir / "compile" / "plan.json").read_text()))
+    profile = profile_from_config(result.config.hardware)
+    full = spec.from_hf(TINY, "tiny")
+    windowed = spec.from_hf({**TINY, "model_type": "gemma2", "sliding_window": 8}, "tiny")
+    args = (plan, profile)
+    rest = (16, 4, 1, phases.Precision(8, -1), 64)
+    plain, _ = phases.estimate(*args, full, *rest)
+    sliding, _ = phases.estimate(*args, windowed, *rest)
+    per_layer = full.kv_bytes_per_token() // 3
+    assert plain["breakdown"]["memory_bytes"]["kv_cache"] == 3 * 64 * per_layer
+    assert sliding["breakdown"]["memory_bytes"]["kv_cache"] == (64 + 2 * 8) * per_layer
+    steps, windowed_steps = (r["breakdown"]["decode_step_ms"] for r in (plain, sliding))
+    growth = steps[-1] - steps[0]
+    assert growth > 0 and windowed_steps[-1] - windowed_steps[0] == pytest.approx(growth / 3)
+    assert windowed_steps[0] < steps[0]  # the window (8) is shorter than the prompt (16)
+    assert sliding["metrics"]["ttft_ms"] == plain["metrics"]["ttft_ms"]
+
+
 def _ln(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
     centred = x - x.mean(-1, keepdims=True)
     return centred / np.sqrt((centred ** 2).mean(-1, keepdims=True) + 1e-6) * gain

@@ -12,12 +12,17 @@ one layer and read by the next, and that traffic is already in the kernels' DRAM
 - Decode step at context ``T`` (``prompt + 1 .. prompt + new``): ``layers x block(T) +
   head + sampling``. ``block(T)`` is exact at the two compiled contexts and linear between
   them: what grows with ``T`` is the attention (the score and value MatMuls, the Softmax,
-  the cache read), each linear in ``T`` up to tile rounding.
+  the cache read), each linear in ``T`` up to tile rounding. A sliding-window layer
+  attends over ``min(T, window)`` positions: its block is ``block(min(T, window))`` (the
+  same line, below the compiled contexts where the window is shorter than the prompt).
+  The prefill is priced with full causal scores in every layer, as eager attention with a
+  banded mask computes them.
 - Sampling: the host reads the logits (``vocab x 4`` bytes) at its bandwidth
   (``hardware.host``).
 - Memory: the weights as the plan holds them (``weight_storage``), the KV cache at fp16 for
-  ``max_context`` positions, the compiled plan's DRAM activation arena, and the host's
-  embedding table. The runtime's own code and buffers are not modelled.
+  ``max_context`` positions (a sliding-window layer's for at most its window), the
+  compiled plan's DRAM activation arena, and the host's embedding table. The runtime's own
+  code and buffers are not modelled.
 """
 
 from __future__ import annotations
@@ -116,14 +121,20 @@ def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, n
     head = chunks * scheduled["lm_head"][1]
     sampling = math.ceil(host_seconds(spec.vocab_size, 4 * spec.vocab_size, profile.host) * hz)
     first, last = block["decode_first"], block["decode_last"]
-    steps = [spec.num_layers * (first + (last - first) * j / max(new - 1, 1)) + head + sampling
-             for j in range(new)]
+
+    def block_at(context: int) -> float:  # linear between the two compiled contexts
+        return max(first + (last - first) * (context - prompt - 1) / max(new - 1, 1), 0.0)
+
+    full = spec.num_layers - spec.local_layers
+    window = spec.sliding_window or prompt + new
+    steps = [full * block_at(t) + spec.local_layers * block_at(min(t, window)) + head + sampling
+             for t in range(prompt + 1, prompt + new + 1)]
     prefill = spec.num_layers * block["prefill"] + head + sampling
     ttft_s = prefill / hz
     decode_s = sum(steps) / hz
     context = max_context or prompt + new
     storage = weight_storage(plan, spec, chunks, precision)
-    kv = spec.kv_bytes_per_token() * context
+    kv = spec.kv_bytes_per_token() * spec.kv_positions(context) // spec.num_layers
     memory = {"weights": sum(storage.values()), "kv_cache": kv,
               "activations": plan.memory.dram_arena_peak_bytes}
     metrics = {
@@ -137,7 +148,8 @@ def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, n
     ms = 1e3 / hz
     breakdown = {
         "prompt_tokens": prompt, "new_tokens": new, "layers": spec.num_layers,
-        "kv_context": context, "precision": dataclasses.asdict(precision),
+        "kv_context": context, "sliding_window": spec.sliding_window,
+        "local_layers": spec.local_layers, "precision": dataclasses.asdict(precision),
         "block_ms": {p: block[p] * ms for p in BLOCK_PHASES},
         "lm_head_ms": head * ms, "lm_head_chunks": chunks, "sampling_ms": sampling * ms,
         "prefill_ms": {"layers": spec.num_layers * block["prefill"] * ms,

@@ -84,6 +84,10 @@ class LlmSpec:
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0  # a value head's width where it differs from head_dim
+    # sliding-window attention: ``local_layers`` of the layers attend over at most the last
+    # ``sliding_window`` positions (Mistral, Gemma2's every other layer, Gemma3's five in six)
+    sliding_window: int = 0
+    local_layers: int = 0
 
     @property
     def latent(self) -> bool:
@@ -130,6 +134,13 @@ class LlmSpec:
         head = 0 if self.tie_word_embeddings else self.embedding_params()
         return self.num_layers * self.layer_params() + self.hidden_size + \
             self.embedding_params() + head
+
+    def kv_positions(self, context: int) -> int:
+        """Positions the cache holds over all layers at ``context``: every position in a
+        full-attention layer, at most the window in a local one (a sliding-window cache,
+        as the reference implementations keep it)."""
+        local = min(context, self.sliding_window) if self.sliding_window else context
+        return (self.num_layers - self.local_layers) * context + self.local_layers * local
 
     def kv_bytes_per_token(self, element_bytes: int = 2) -> int:
         """K and V of one position, every layer (fp16 by default). A latent attention
@@ -187,6 +198,7 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
                       or not 0 < positions <= POSITIONS_LIMIT):
         raise UserError(f"{where}: '{pos_key}' must be a whole number in "
                         f"1..{POSITIONS_LIMIT}, got {positions!r}")
+    window, local = _sliding(hf, kind, size["num_layers"], where)
     tie = hf.get("tie_word_embeddings", True)
     if not isinstance(tie, bool):
         raise UserError(f"{where}: 'tie_word_embeddings' must be true or false, got {tie!r}")
@@ -200,7 +212,37 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
                             or hf.get("add_qkv_bias", False)),
         qk_norm=kind.startswith(QK_NORM) or bool(hf.get("qk_layernorm") or hf.get("use_qk_norm")),
         sandwich_norm=kind.startswith(SANDWICH_NORM), gated_mlp=not plain,
-        activation="gelu" if act in GELU_ACTS else "silu", max_positions=positions, **latent)
+        activation="gelu" if act in GELU_ACTS else "silu", max_positions=positions,
+        sliding_window=window, local_layers=local, **latent)
+
+
+def _sliding(hf: dict[str, Any], kind: str, layers: int, where: str) -> tuple[int, int]:
+    """(window, layers using it) as the families' reference code decides: ``layer_types``
+    where given; Gemma2 every other layer (the even ones); a ``sliding_window_pattern`` of
+    p (Gemma3: 6) every layer but each p-th; Qwen2's ``use_sliding_window`` from
+    ``max_window_layers`` on; otherwise (Mistral, Phi-3) every layer. A window of null, or
+    ``use_sliding_window: false``, is none."""
+    window = hf.get("sliding_window")
+    if not window or hf.get("use_sliding_window") is False:
+        return 0, 0
+    window = _positive(where, "sliding_window", window)
+    types = hf.get("layer_types")
+    if types:
+        if not isinstance(types, list) or len(types) != layers:
+            raise UserError(f"{where}: 'layer_types' must list one kind per layer ({layers})")
+        return window, sum(t == "sliding_attention" for t in types)
+    if kind.startswith("gemma2"):
+        return window, (layers + 1) // 2
+    pattern = hf.get("sliding_window_pattern", 6 if kind.startswith("gemma3") else None)
+    if pattern is not None:
+        return window, layers - layers // _positive(where, "sliding_window_pattern", pattern)
+    if hf.get("use_sliding_window") and hf.get("max_window_layers") is not None:
+        first = hf["max_window_layers"]
+        if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+            raise UserError(f"{where}: 'max_window_layers' must be a whole number, got "
+                            f"{first!r}")
+        return window, max(layers - first, 0)
+    return window, layers
 
 
 def _latent(hf: dict[str, Any], where: str, hidden_per_head: int) -> dict[str, int]:
