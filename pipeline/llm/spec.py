@@ -119,8 +119,8 @@ class LlmSpec:
                 rkv * self.num_heads * (nope + self.value_dim) + out
         else:
             attn = h * self.q_size + 2 * h * self.kv_size + out
-        if self.attention_bias:
-            attn += self.q_size + 2 * self.kv_size
+            if self.attention_bias:  # the graph adds q/k/v biases to plain attention only
+                attn += self.q_size + 2 * self.kv_size
         mlp = (3 if self.gated_mlp else 2) * h * i
         norms = h * (4 if self.sandwich_norm else 2) + (2 * self.head_dim if self.qk_norm else 0)
         return attn + mlp + norms
