@@ -46,14 +46,24 @@ register_configs()
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
+# the figures a run answers with, first in the summary: a language model's, or a network's
+LLM_HEADLINE = ("ttft_ms", "prefill_tokens_per_s", "decode_tokens_per_s", "memory_mb",
+                "perplexity_change_pct")
+HEADLINE = ("latency_ms", "latency_ms_low", "latency_ms_high", "throughput_fps", "energy_mj",
+            "avg_power_w", "accuracy", "output_cosine")
+
+
 def _print_summary(metrics: dict, run_dir: Path) -> None:
+    """Every metric, the headline ones first (in bold), then the rest by name."""
     table = Table(title=f"npuflow: {run_dir}", show_header=True, header_style="bold")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key in sorted(metrics):
+    first = [k for k in (LLM_HEADLINE if "ttft_ms" in metrics else HEADLINE) if k in metrics]
+    for key in [*first, *sorted(set(metrics) - set(first))]:
         value = metrics[key]
         text = f"{value:,.6g}" if isinstance(value, float) else str(value)
-        table.add_row(key, text if len(text) < 60 else text[:57] + "...")
+        table.add_row(key, text if len(text) < 60 else text[:57] + "...",
+                      style="bold" if key in first else None)
     Console().print(table)
 
 

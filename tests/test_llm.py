@@ -4,6 +4,7 @@ decode timed from the compiled phases, weight-only int4 stored as int4, memory a
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -118,6 +119,28 @@ def test_the_layers_that_attend_over_a_window_are_the_families_own(extra, local)
     s = spec.from_hf({**TINY, **extra}, "t")
     assert s.local_layers == local
     assert s.kv_positions(10) == (3 - local) * 10 + local * (4 if local else 10)
+
+
+def test_the_console_answer_adds_up_to_the_metrics(runs):
+    """The table a language-model run prints: each figure is the metric, and what it says
+    it is made of adds up to it (the prefill block x layers + head + sampling; weights +
+    cache + activations)."""
+    result = runs["w8a8"]
+    m = result.metrics
+    breakdown = json.loads((result.run_dir / "simulate" / "llm.json").read_text())
+    rows = {r[0]: r for r in phases.summary_rows({"metrics": m, "breakdown": breakdown})}
+    ttft = rows["time to first token"]
+    assert ttft[1] == f"{m['ttft_ms']:,.1f} ms"
+    layers, block, head, sampling = _numbers(ttft[2], 0, 1, 3, 4)
+    assert layers * block + head + sampling == pytest.approx(m["ttft_ms"], abs=0.02)
+    memory = _numbers(rows["memory"][2], 0, 1, 4)
+    assert sum(memory) == pytest.approx(m["memory_mb"], abs=0.2)
+    assert rows["decode"][1] == f"{m['decode_tokens_per_s']:,.2f} tokens/s"
+
+
+def _numbers(text: str, *which: int) -> list[float]:
+    found = [float(x.replace(",", "")) for x in re.findall(r"\d[\d,]*\.?\d*", text)]
+    return [found[i] for i in which]
 
 
 def test_a_sliding_window_bounds_the_cache_and_the_decode_attention(runs):

@@ -159,3 +159,27 @@ def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, n
                          "kv_cache": kv, "activations": memory["activations"]},
     }
     return {"metrics": metrics, "breakdown": breakdown}, tasks
+
+
+def summary_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(figure, value, how it is made up) for the console: the answer a language-model run
+    gives, each figure with the parts ``estimate`` adds up to it."""
+    m, b = result["metrics"], result["breakdown"]
+    pre, steps, mem = b["prefill_ms"], b["decode_step_ms"], b["memory_bytes"]
+    weights = sum(v for k, v in mem.items() if k.startswith("weights.")) / MB
+    window = (f"; {b['local_layers']} layers over a {b['sliding_window']}-position window"
+              if b["local_layers"] else "")
+    return [
+        ("time to first token", f"{m['ttft_ms']:,.1f} ms",
+         f"{b['layers']} layers x {b['block_ms']['prefill']:.2f} ms (prefill block, "
+         f"{b['prompt_tokens']} positions) + LM head {pre['lm_head']:.2f} + sampling "
+         f"{pre['sampling']:.2f}"),
+        ("prefill", f"{m['prefill_tokens_per_s']:,.0f} tokens/s",
+         f"{b['prompt_tokens']} prompt tokens / TTFT"),
+        ("decode", f"{m['decode_tokens_per_s']:,.2f} tokens/s",
+         f"{b['new_tokens']} steps, {steps[0]:.2f} ms at context {b['prompt_tokens'] + 1} "
+         f"to {steps[-1]:.2f} ms at {b['prompt_tokens'] + b['new_tokens']}{window}"),
+        ("memory", f"{m['memory_mb']:,.1f} MB",
+         f"weights {weights:,.1f} + KV cache {mem['kv_cache'] / MB:,.1f} "
+         f"({b['kv_context']} positions, fp16) + activations {mem['activations'] / MB:,.1f}"),
+    ]

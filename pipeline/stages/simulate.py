@@ -101,7 +101,8 @@ class SimulateStage(Stage):
             profile.frequency_mhz, {single[i].name for i in critical},
             read_csv(out_dir / "sustained.csv") if sim.sustained.seconds > 0 else None),
             compact=True)
-        self._print(metrics, parts)
+        if not llm:  # a language model's answer is its own table (_llm); a frame means little
+            self._print(metrics, parts)
         return StageResult(metrics)
 
     @staticmethod
@@ -136,6 +137,13 @@ class SimulateStage(Stage):
                  "memory %.0f MB (weights %.0f, KV cache %.1f)", m["ttft_ms"],
                  m["prefill_tokens_per_s"], m["decode_tokens_per_s"], m["memory_mb"],
                  m["memory_weights_mb"], m["memory_kv_cache_mb"])
+        if not CONSOLE.quiet:  # a sweep job prints nothing
+            table = Table(title=f"language model on {profile.name}")
+            for column in ("figure", "value", "made of"):
+                table.add_column(column, justify="right" if column == "value" else "left")
+            for row in phases.summary_rows(result):
+                table.add_row(*row)
+            CONSOLE.print(table)
         return {phases.TRACE_RUNS[p]: t for p, t in tasks.items()}
 
     @staticmethod
