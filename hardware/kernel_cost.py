@@ -140,8 +140,32 @@ def weight_decode_cycles(gemm: GemmShape, decode: WeightDecode) -> int:
             * math.ceil(gemm.n / decode.ofm_channels) * math.ceil(gemm.k / decode.ifm_channels))
 
 
+# array_compute's answers by (the array section's identity, GEMM, precision): the section
+# kept beside its answer, so an id a freed section's successor reuses never matches
+_COMPUTED: dict[tuple[int, GemmShape, str], tuple[object, ComputeEstimate]] = {}
+_COMPUTED_MAX = 1 << 16
+
+
 def array_compute(gemm: GemmShape, profile: HardwareProfile, precision: str
                   ) -> ComputeEstimate:
+    """``array_estimate``, remembered per ``mac_array`` section: it reads nothing else of
+    the profile, and the tiler, the cost and every evaluator point or sweep job that keeps
+    the section (a clock or bandwidth what-if replaces other sections) ask it again for the
+    same GEMM. Profiles are frozen values, so the section's identity is its value."""
+    arr = profile.mac_array
+    key = (id(arr), gemm, precision)
+    hit = _COMPUTED.get(key)
+    if hit is not None and hit[0] is arr:
+        return hit[1]
+    if len(_COMPUTED) >= _COMPUTED_MAX:
+        _COMPUTED.clear()
+    estimate = array_estimate(gemm, profile, precision)
+    _COMPUTED[key] = (arr, estimate)
+    return estimate
+
+
+def array_estimate(gemm: GemmShape, profile: HardwareProfile, precision: str
+                   ) -> ComputeEstimate:
     """The array's cycles for a GEMM with ideal memory: SCALE-Sim's systolic time, or the
     output stage's if that drains slower. An output stage that takes ``output_per_cycle``
     results per cycle, a group of ``cols`` kernels at a time (NVDLA's SDP after the

@@ -23,6 +23,7 @@ Groups (depthwise / grouped conv, attention heads) run as independent GEMMs.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -81,6 +82,7 @@ class ArrayAccesses:
     ofmap_writes: int
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a pure function of values: a sweep asks it again
 def sram_accesses(gemm: GemmShape, rows: int, cols: int, dataflow: str) -> ArrayAccesses:
     """The stationary operand is read once; a streamed operand once per fold of the other
     spatial dimension; partial outputs are written once per fold of the reduction."""

@@ -148,9 +148,9 @@ def dram_channels(profile: HardwareProfile, reads: str, work: Work, precision: s
                   ) -> Channels | None:
     """Each of ``work``'s DRAM streams' own rate from the DMA model the profile fits, or
     None (the streams only share the bandwidth)."""
-    fitted = [m for name, m in sorted(DMA_MODELS.items()) if name in profile.units]
+    fitted = [m for name, m in DMA_MODELS.items() if name in profile.units]
     if len(fitted) > 1:
-        raise LookupError(f"{len(fitted)} DMA models fitted: {[m.name for m in fitted]}")
+        raise LookupError(f"{len(fitted)} DMA models fitted: {sorted(m.name for m in fitted)}")
     return fitted[0].channels(profile, reads, work, precision) if fitted else None
 
 

@@ -122,6 +122,20 @@ def _core_shares(work: Work, cores: int, depthwise: bool) -> tuple[Work, ...]:
     return tuple(shares)
 
 
+_SHARED: list[HardwareProfile] = []  # [profile, its port-shared twin]: the last one asked
+
+
+def _port_shared(profile: HardwareProfile) -> HardwareProfile:
+    """``profile`` with each core's share of the DRAM bandwidth (``cores`` cores on one
+    port), made once per profile object rather than once per kernel: a plan prices every
+    multi-core kernel against the same profile, and profiles are frozen values."""
+    if not _SHARED or _SHARED[0] is not profile:
+        dram = dataclasses.replace(profile.dram,
+                                   bandwidth_gbps=profile.dram.bandwidth_gbps / profile.cores)
+        _SHARED[:] = [profile, dataclasses.replace(profile, dram=dram)]
+    return _SHARED[1]
+
+
 def _one_core_cost(work: Work, name: str, precision: str, profile: HardwareProfile,
                    ctx: CostContext, depthwise: bool, weight_bytes: int | None
                    ) -> tuple[KernelCost, Tiling | None]:
@@ -160,9 +174,7 @@ def npu_cost(work: Work, name: str, op_types: list[str], precision: str,
     if not splits_across_cores(op_types, profile):
         return best[0], best[1], cores
     n = profile.cores
-    shared = dataclasses.replace(
-        profile, dram=dataclasses.replace(profile.dram,
-                                          bandwidth_gbps=profile.dram.bandwidth_gbps / n))
+    shared = _port_shared(profile)
     for share in core_shares(work, n, depthwise):
         wb = None if ctx.weight_bytes is None else \
             math.ceil(ctx.weight_bytes * share.weight_elems / max(work.weight_elems, 1))
