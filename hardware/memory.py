@@ -28,6 +28,7 @@ extra); the compulsory input bytes are the real tensor, not its im2col expansion
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -134,6 +135,7 @@ def tiled_traffic(order: str, trips: dict[str, Any], sizes: OperandBytes, groups
                    streams=int(sizes.a > 0) + int(sizes.b > 0) + c_moves)
 
 
+@functools.lru_cache(maxsize=1 << 14)  # values in, a value out: every point of a what-if
 def gemm_traffic(gemm: GemmShape, tiling: Tiling, sizes: OperandBytes) -> Traffic:
     if tiling.order not in ORDERS:
         raise ValueError(f"tiling order must be one of {ORDERS}, got {tiling.order!r}")
