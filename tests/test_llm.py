@@ -363,9 +363,9 @@ def test_a_run_at_other_contexts_compiles_from_the_same_export(runs, tmp_path, q
 
 def test_a_prompt_whose_mask_the_graph_cannot_hold_is_refused_before_it_is_built(
         runs, tmp_path, monkeypatch):
-    """The prefill's causal mask is prompt x prompt float32 values, one for every head:
+    """The prefill's causal mask is heads-per-key-head x prompt x prompt float32 values:
     past ``graph.MASK_LIMIT_BYTES`` the run stops in one line naming the key and the most
-    a graph takes, without allocating it (40,000 tokens: 6 GiB)."""
+    this model takes, without allocating it (40,000 tokens of a 2-group model: 12 GiB)."""
     first = runs["fp16"]
     built = []
     monkeypatch.setattr(graph, "build", lambda *a: built.append(a))
@@ -375,12 +375,11 @@ def test_a_prompt_whose_mask_the_graph_cannot_hold_is_refused_before_it_is_built
                 f"run.cache_dir={first.run_dir.parent / 'cache'}", run_dir=tmp_path / "a")
     line = str(err.value)
     assert line.startswith("simulate.llm.prompt_tokens: 40000 tokens") and "\n" not in line
-    assert "at most 16384 prompt tokens" in line and not built
-    for hf in (TINY, {**TINY, "num_key_value_heads": 1}):  # whatever the heads' grouping
-        s = spec.from_hf(hf, "tiny")
-        graph.check_context(s, 16384, 64, "k")  # the most it names is accepted
-        with pytest.raises(UserError):
-            graph.check_context(s, 16385, 64, "k")
+    assert "at most 11585 prompt tokens" in line and not built
+    s = spec.from_hf(TINY, "tiny")
+    graph.check_context(s, 11585, 64, "k")  # the most it names is accepted
+    with pytest.raises(UserError):
+        graph.check_context(s, 11586, 64, "k")
 
 
 def test_a_context_longer_than_the_config_gives_is_refused(tmp_path):
