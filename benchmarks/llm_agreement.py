@@ -111,6 +111,18 @@ NOTES = """What was seen before what (published.yaml says it per row):
   reshapes gone, seeded q/k/v biases, which onnxslim deleted as zero), and the memory's
   weights are the plan's own bytes (int8 per-channel scales are not stored apart). Gemma2
   2B w4a16 on the RK3576 went from 0.67 to 0.66 in tokens/s, across the 1.5x bar.
+- Nine rows of models npuflow has no preset of, MiniCPM4 0.5B and MiniCPM3 4B (from their
+  config.json in `benchmarks/llm_configs/`, written from the model cards: no copy is in
+  this machine's store), were added as check rows before npuflow's figure for any of them
+  was computed. MiniCPM3 is a latent-attention model; its mechanism
+  (`pipeline/llm/graph._latent_qkv`, the cache as the reference code keeps it) was written
+  and tested against DeepSeek-V2's attention before the rows ran. No value was set from
+  them. Their first figures (at 55b1144) are the ones below to two decimals. A trial
+  since, broadcasting the causal mask, moved every TTFT by 0.3-2.5% and was reverted.
+- The RK3562 MiniCPM4 row decodes at 10.1 tokens/s on the board where Qwen2 0.5B, with
+  more bytes per token, decodes at 13.6 (their RK3588 and RK3576 rows keep the bytes'
+  order); npuflow, from the bytes, gives 17.2 (1.71x). Nothing public says what the
+  RK3562 runtime does differently for it; the row stays a miss.
 """
 
 
