@@ -240,7 +240,7 @@ EXPLANATION = """\
 What this says, against issue 40's targets (this machine's timings drift by 20% from one
 minute to the next; only ratios within one run are compared):
 
-- **A cold run is ~12.5x Vela, before and after** (median 12.5x before, 12.5x now; Vela
+- **A cold run is ~12.5x Vela, before and after** (median 12.7x before, 12.6x now; Vela
   runs its whole job in 0.2-0.3 s). A profile of npuflow's cold run on resnet8
   (pyinstrument, 6.3 s under the profiler for 4.4 s without): simulate's three plots 1.35 s
   (drawn side by side since, `pipeline/reports/figures.py`: -0.3 to -0.45 s a run),
@@ -253,13 +253,13 @@ minute to the next; only ratios within one run are compared):
   onnxruntime's calibration and the per-layer analysis already use both cores. A run
   under Vela's time would need a path without onnxruntime's quantizer, Hydra and the
   report's default plots. Not met.
-- **The 32-point compile grid is 3.2x one warm run on the pool launcher** (4.4x before;
-  target 2x). Each point compiles (fixed tiles: ~25 ms of costing, ~15 ms writing plan.json
+- **The 32-point compile grid is 3.0x one warm run on the pool launcher** (4.0x before
+  in this run, 3.2x at the last stop; target 2x). Each point compiles (fixed tiles: ~25 ms of costing, ~15 ms writing plan.json
   and the annotated model) and simulates (~20 ms); start-up (~1.2 s, most of the warm run)
   and the end-of-sweep figures (~0.6 s) are paid once. At 2x the 32 points would have
   ~0.6 s on two workers, under 40 ms a point. Not met.
-- **The design-space grid: 440 -> 1,006 points/min** (target 1,000; 1,019 in the run
-  before this one, 731 at the last stop's measurement): met, with no margin. A sweep's jobs
+- **The design-space grid: 549 -> 1,137 points/min in this run** (target 1,000; 1,006 at
+  the last stop): met. A sweep's jobs
   share, read-only, the groups their values do not change (the hardware profile's node was
   half of each job's ~11 ms deep copy); a job that writes one of them (a sweep job turning
   its plots off) writes its own copy; the door check's resolved values are handed to the
@@ -268,12 +268,17 @@ minute to the next; only ratios within one run are compared):
   override lines are parsed once; a quiet job starts no progress display; the costing
   reads `compile.tiling` once per plan. Every job's metrics and .hydra files are equal to
   before.
-- **The batch evaluator: 8,530 points/min on two workers in this run** (5,190 on one; the
-  two runs before it today gave 10,550 and 10,735 with 5,480-5,530 on one): the second
-  core gave 1.65x here against 1.9x then. Equal to full runs at every checked point. At
-  the target on a good hour, under it on a slow one. Not safely met.
-- **light_vgg19's optimize: 27.4 -> 15.7 s, byte-identical output; ~28x its export (0.56 s
-  here).** The light model is 10 KB: its 575 MB of weights are ConstantOfShape nodes that
+- **The batch evaluator: 14,963 points/min on two workers in this run** (8,413 on one;
+  8,530 and 5,190 at the last stop): met. A point's cost was spread over the array's
+  costing, and much of it was answers that do not change between points: the array's
+  compute estimate depends on the `mac_array` section alone, which a clock or bandwidth
+  what-if keeps, so it is remembered per section object (profiles are frozen values); a
+  GEMM's tiled traffic and SCALE-Sim's SRAM access counts are pure functions of values and
+  cached as such; the port-shared profile of a multi-core kernel is made once per profile.
+  Equal to full runs at every checked point, and every run's plan and metrics are
+  byte-identical (checked on mobilenet_v2 int8 on rk3588).
+- **light_vgg19's optimize: 19.0 -> 10.2 s in this run, byte-identical output; ~22x its
+  export (0.5 s here).** The light model is 10 KB: its 575 MB of weights are ConstantOfShape nodes that
   onnxslim folds, so optimize is where they first exist. Measured alone in one process:
   onnxslim's fold 2.7 s, serialising its result 1.1 s, an onnxruntime session on it 1.6 s,
   writing the file 1.6 s. The fold that produces the byte-identical model already takes
