@@ -254,8 +254,9 @@ minute to the next; only ratios within one run are compared):
   under Vela's time would need a path without onnxruntime's quantizer, Hydra and the
   report's default plots. Not met.
 - **The 32-point compile grid is 3.0x one warm run on the pool launcher** (4.0x before
-  in this run, 3.2x at the last stop; target 2x). Each point compiles (fixed tiles: ~25 ms of costing, ~15 ms writing plan.json
-  and the annotated model) and simulates (~20 ms); start-up (~1.2 s, most of the warm run)
+  in this run, 3.2x at the last stop; target 2x). Each point compiles (fixed tiles: ~25
+  ms of costing, ~15 ms writing plan.json and the annotated model) and simulates (~20
+  ms); start-up (~1.2 s, most of the warm run)
   and the end-of-sweep figures (~0.6 s) are paid once. At 2x the 32 points would have
   ~0.6 s on two workers, under 40 ms a point. Not met.
 - **The design-space grid: 549 -> 1,137 points/min in this run** (target 1,000; 1,006 at
@@ -278,11 +279,12 @@ minute to the next; only ratios within one run are compared):
   Equal to full runs at every checked point, and every run's plan and metrics are
   byte-identical (checked on mobilenet_v2 int8 on rk3588).
 - **light_vgg19's optimize: 19.0 -> 10.2 s in this run, byte-identical output; ~22x its
-  export (0.5 s here).** The light model is 10 KB: its 575 MB of weights are ConstantOfShape nodes that
-  onnxslim folds, so optimize is where they first exist. Measured alone in one process:
-  onnxslim's fold 2.7 s, serialising its result 1.1 s, an onnxruntime session on it 1.6 s,
-  writing the file 1.6 s. The fold that produces the byte-identical model already takes
-  over 3x the export. Not met, and not reachable with that output.
+  export (0.5 s here).** The light model is 10 KB: its 575 MB of weights are
+  ConstantOfShape nodes that onnxslim folds, so optimize is where they first exist.
+  Measured alone in one process: onnxslim's fold 2.7 s, serialising its result 1.1 s, an
+  onnxruntime session on it 1.6 s, writing the file 1.6 s. The fold that produces the
+  byte-identical model already takes over 3x the export. Not met, and not reachable with
+  that output.
 """
 
 
