@@ -77,9 +77,52 @@ LATENT = {**TINY, "model_type": "minicpm3", "num_key_value_heads": 4, "q_lora_ra
           "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 12}
 
 
+MOE = {**TINY, "model_type": "qwen2_moe", "moe_intermediate_size": 32,
+       "shared_expert_intermediate_size": 48, "num_experts": 8, "num_experts_per_tok": 2,
+       "mlp_only_layers": [0]}
+
+
+def test_a_mixture_of_experts_is_read_as_each_family_writes_it():
+    """Mixtral (experts as wide as intermediate_size, no shared one) and Qwen3-MoE
+    (moe_intermediate_size) to their published parameter counts; DeepSeek's shared experts
+    and dense first layers; Qwen2-MoE's shared width and dense layers."""
+    mixtral = spec.from_hf({"model_type": "mixtral", "hidden_size": 4096,
+                            "intermediate_size": 14336, "num_hidden_layers": 32,
+                            "num_attention_heads": 32, "num_key_value_heads": 8,
+                            "vocab_size": 32000, "num_local_experts": 8,
+                            "num_experts_per_tok": 2, "tie_word_embeddings": False}, "m")
+    assert mixtral.params() == 46_702_792_704  # Mixtral-8x7B's 46.7B
+    qwen3 = spec.from_hf({"model_type": "qwen3_moe", "hidden_size": 2048,
+                          "intermediate_size": 6144, "moe_intermediate_size": 768,
+                          "num_hidden_layers": 48, "num_attention_heads": 32,
+                          "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936,
+                          "num_experts": 128, "num_experts_per_tok": 8,
+                          "tie_word_embeddings": False}, "q")
+    assert qwen3.params() == 30_532_122_624  # Qwen3-30B-A3B's 30.5B
+    deepseek = spec.from_hf({**TINY, "n_routed_experts": 16, "num_experts_per_tok": 4,
+                             "moe_intermediate_size": 24, "n_shared_experts": 2,
+                             "first_k_dense_replace": 1}, "d")
+    assert (deepseek.expert_size, deepseek.shared_expert_size, deepseek.dense_layers) == \
+        (24, 48, 1)
+    moe = spec.from_hf(MOE, "t")
+    assert (moe.num_experts, moe.experts_per_token, moe.expert_size, moe.shared_expert_size,
+            moe.dense_layers) == (8, 2, 32, 48, 1)
+
+
+def test_a_token_reads_k_experts_and_a_prompt_nearly_all():
+    """A balanced router: one token touches k experts; a prompt's tokens touch
+    E (1 - (1 - k/E)^tokens) of them, each taking tokens x k / touched rows."""
+    s = spec.from_hf({**MOE, "num_experts": 8, "num_experts_per_tok": 2}, "t")
+    assert s.experts_touched(1) == pytest.approx(2)
+    assert s.experts_touched(128) == pytest.approx(8)
+    assert s.rows_per_expert(1) == 1 and s.rows_per_expert(128) == 32
+    assert 2 < s.experts_touched(4) < 8
+
+
 @pytest.mark.parametrize("hf, key", [
-    ({**TINY, "num_local_experts": 8, "num_experts_per_tok": 2}, "num_local_experts"),
-    ({**TINY, "n_routed_experts": 64}, "n_routed_experts"),
+    ({**TINY, "num_local_experts": 8}, "num_local_experts"),            # no k
+    ({**TINY, "num_experts": 4, "num_experts_per_tok": 6}, "num_experts_per_tok"),
+    ({**MOE, "first_k_dense_replace": 2}, "dense"),                       # 3 of 3 dense
     ({**TINY, "layer_types": ["linear_attention", "full_attention"]}, "layer_types"),
     ({**TINY, "model_type": "rwkv7"}, "model_type"),
     ({**LATENT, "qk_rope_head_dim": None}, "qk_rope_head_dim"),
@@ -89,7 +132,7 @@ def test_a_mechanism_the_graph_does_not_build_is_refused_naming_its_key(hf, key)
     costed as a dense attention model; a latent attention missing a width cannot be built."""
     with pytest.raises(UserError) as err:
         spec.from_hf(hf, "config.json")
-    assert f"'{key}'" in str(err.value) and "\n" not in str(err.value)
+    assert key in str(err.value) and "\n" not in str(err.value)
 
 
 def test_sliding_and_full_attention_layers_and_family_norms_are_read():
@@ -119,6 +162,40 @@ def test_the_layers_that_attend_over_a_window_are_the_families_own(extra, local)
     s = spec.from_hf({**TINY, **extra}, "t")
     assert s.local_layers == local
     assert s.kv_positions(10) == (3 - local) * 10 + local * (4 if local else 10)
+
+
+def test_a_mixture_of_experts_costs_the_experts_a_pass_touches(tmp_path):
+    """Through the five stages: a decode step's MLP is each MoE layer's router and shared
+    experts plus k routed experts (one row each), the prefill's the experts its prompt
+    touches (more rows each), the dense layer's its own MLP; the memory holds every
+    expert: the one built, times the experts, per MoE layer."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(MOE))
+    result = api.run("model=llm", f"model.config={config}", "quant=w8a8", *RUN,
+                     f"run.cache_dir={tmp_path / 'cache'}", run_dir=tmp_path / "run")
+    b = json.loads((result.run_dir / "simulate" / "llm.json").read_text())
+    plan = json.loads((result.run_dir / "compile" / "plan.json").read_text())
+
+    def part(name: str) -> list[dict]:
+        return [k for k in plan["kernels"] if k["name"].startswith(f"{name}/")]
+
+    experts = b["experts"]
+    assert experts["touched"]["decode_first"] == pytest.approx(2)
+    assert 2 < experts["touched"]["prefill"] <= 8
+    assert experts["rows_per_expert"] == {"prefill": 5, "decode_first": 1, "decode_last": 1}
+    rows = {k["gemm"]["m"] for k in part("prefill.expert") if k["gemm"]}
+    assert rows == {5}  # the routed expert's MatMuls take its rows, not the prompt's 16
+    assert {k["gemm"]["m"] for k in part("decode_first.expert") if k["gemm"]} == {1}
+    steps = b["decode_step_ms"]
+    assert steps[0] == pytest.approx(3 * b["block_ms"]["decode_first"] +
+                                     experts["mlp_ms"]["decode_first"] + b["lm_head_ms"] +
+                                     b["sampling_ms"])
+    assert experts["mlp_ms"]["prefill"] > experts["mlp_ms"]["decode_first"] > 0
+    held = {n: sum(k["weight_bytes"] for k in part(f"decode_first{n}"))
+            for n in ("", ".moe", ".expert", ".dense")}
+    assert b["memory_bytes"]["weights.layers"] == 3 * held[""] + held[".dense"] + \
+        2 * (held[".moe"] + 8 * held[".expert"])
+    assert held[".expert"] == 3 * 64 * 32  # the routed expert's three int8 matrices
 
 
 def test_the_console_answer_adds_up_to_the_metrics(runs):
@@ -262,7 +339,8 @@ def test_the_phases_graph_runs_and_its_prefill_is_causal():
     {**TINY, "model_type": "gemma2", "hidden_activation": "gelu_pytorch_tanh"},  # sandwich
     {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 500},
     LATENT,                                                # latent attention
-], ids=["llama", "qwen2", "qwen3", "gemma2", "gpt2", "latent"])
+    MOE,                                                   # experts, a dense layer
+], ids=["llama", "qwen2", "qwen3", "gemma2", "gpt2", "latent", "moe"])
 def test_the_graph_is_built_as_the_cleanup_passes_leave_it(hf):
     """optimize=llm (model=llm's choice) skips onnxslim and onnxruntime's basic level: on
     the builder's graph they would fold, fuse or delete nothing (onnxruntime moves one

@@ -49,7 +49,7 @@ class Weights:
         self.matrices = matrices
         self.q, self.k, self.v = (matrices.get(n, "") for n in ("q", "k", "v"))
         self.o = matrices["o"]
-        self.up, self.down, self.gate = matrices["up"], matrices["down"], matrices.get("gate")
+        self.up, self.down, self.gate = (matrices.get(n) for n in ("up", "down", "gate"))
         self.head = matrices.get("head")
         self.norms, self.zero_h = gains, zero_h
         self.bias: dict[str, str] = {}
@@ -63,12 +63,12 @@ class Weights:
     @classmethod
     def seeded(cls, g: GraphBuilder, spec: LlmSpec, head_columns: int) -> Weights:
         """Seeded random weights (scaled by fan-in, so activations stay in range)."""
-        h, i = spec.hidden_size, spec.intermediate_size
+        h = spec.hidden_size
         shapes = {**_attention_shapes(spec), "o": (spec.num_heads * spec.value_dim, h),
-                  "up": (h, i), "down": (i, h), "head": (h, head_columns)}
-        if spec.gated_mlp:
-            shapes["gate"] = (h, i)
-        order = ["q_a", "q", "q_b", "kv_a", "kv_b", "k", "v", "o", "up", "gate", "down", "head"]
+                  **_mlp_shapes(spec), "head": (h, head_columns)}
+        order = ["q_a", "q", "q_b", "kv_a", "kv_b", "k", "v", "o", "up", "gate", "down",
+                 *(f"{e}_{n}" for e in ("router", "shared", "expert")
+                   for n in ("", "up", "gate", "down")), "head"]
         matrices = {n: g.const(f"w_{'lm_head' if n == 'head' else n}",
                                _scaled_normal(g.rng, shapes[n])) for n in order if n in shapes}
         names = ["attn_norm", "mlp_norm"] + (["post_attn_norm", "post_mlp_norm"]
@@ -111,6 +111,28 @@ def _attention_shapes(spec: LlmSpec) -> dict[str, tuple[int, int]]:
     nope = spec.head_dim - rope
     return {**query, "kv_a": (h, rkv + rope),
             "kv_b": (rkv, spec.num_heads * (nope + spec.value_dim))}
+
+
+def _mlp_shapes(spec: LlmSpec) -> dict[str, tuple[int, int]]:
+    """The MLP's weight shapes: a dense one (up, gate where gated, down), or a mixture of
+    experts' router, shared experts and one routed expert (the others are the same kernel
+    on other weights), with the dense MLP too where some layers keep one."""
+    h = spec.hidden_size
+
+    def mlp(prefix: str, width: int) -> dict[str, tuple[int, int]]:
+        names = {"up": (h, width), "down": (width, h)}
+        if spec.gated_mlp:
+            names["gate"] = (h, width)
+        return {f"{prefix}{n}": shape for n, shape in names.items()}
+
+    if not spec.num_experts:
+        return mlp("", spec.intermediate_size)
+    shapes = {"router_": (h, spec.num_experts), **mlp("expert_", spec.expert_size)}
+    if spec.shared_expert_size:
+        shapes |= mlp("shared_", spec.shared_expert_size)
+    if spec.dense_layers:
+        shapes |= mlp("", spec.intermediate_size)
+    return shapes
 
 
 def _scaled_normal(rng: np.random.Generator, shape: tuple[int, ...],
@@ -190,12 +212,7 @@ def block_body(g: GraphBuilder, w: Weights, spec: LlmSpec, x: str, seq: int, pas
         out = norm(g, out, w.norms["post_attn_norm"], w.zero_h)
     x = g.add(x, out)
     xn = norm(g, x, w.norms["mlp_norm"], w.zero_h)
-    act = g.silu if spec.activation == "silu" else g.gelu_erf
-    if w.gate is not None:
-        hidden = g.mul(act(g.matmul(xn, w.gate)), g.matmul(xn, w.up))
-    else:
-        hidden = act(g.matmul(xn, w.up))
-    out = g.matmul(hidden, w.down)
+    out = _experts(g, w, spec, xn) if spec.num_experts else _mlp(g, spec, xn, w.matrices)
     if spec.sandwich_norm:
         out = norm(g, out, w.norms["post_mlp_norm"], w.zero_h)
     return g.add(x, out), k, v
@@ -245,6 +262,58 @@ def _latent_qkv(g: GraphBuilder, w: Weights, spec: LlmSpec, xn: str, past: int
     k_rot = _rope(g, _heads(g, k_rot, 1, rope), past)
     k = g.concat([k_nope, g.concat([k_rot] * heads, axis=1)], axis=-1)
     return q, k, v
+
+
+def _mlp(g: GraphBuilder, spec: LlmSpec, x: str, m: dict[str, str], prefix: str = "") -> str:
+    """down(act(gate(x)) * up(x)), or down(act(up(x))) without a gate."""
+    act = g.silu if spec.activation == "silu" else g.gelu_erf
+    gate = m.get(f"{prefix}gate")
+    if gate is not None:
+        hidden = g.mul(act(g.matmul(x, gate)), g.matmul(x, m[f"{prefix}up"]))
+    else:
+        hidden = act(g.matmul(x, m[f"{prefix}up"]))
+    return g.matmul(hidden, m[f"{prefix}down"])
+
+
+def _experts(g: GraphBuilder, w: Weights, spec: LlmSpec, xn: str) -> str:
+    """A mixture of experts as its parts, each under a name of its own so the phases can
+    count it as often as a layer runs it (``pipeline.llm.phases``):
+
+    - ``<phase>.moe/``: the router (a MatMul to the experts' logits, their softmax, the top
+      gate that weighs the routed output) and the shared experts, once per MoE layer;
+    - ``<phase>.expert/``: one routed expert over the rows it takes
+      (``spec.rows_per_expert``: a prompt's tokens x k spread over the experts they touch;
+      one row in a decode step), run once per expert a pass touches; the others are the
+      same kernel on other weights;
+    - ``<phase>.dense/``: the dense MLP of the layers that keep one (an output of its own).
+    """
+    phase, m = g.prefix.rstrip("/"), w.matrices
+    seq = g.shape[xn][1]
+    g.prefix = f"{phase}.moe/"
+    logits = g.softmax(g.matmul(xn, m["router_"]), axis=-1)
+    gate = g._node("ReduceMax", [logits, g.const("axes", np.array([-1], np.int64))],
+                   (*g.shape[logits][:-1], 1), keepdims=1)
+    shared = _mlp(g, spec, xn, m, "shared_") if spec.shared_expert_size else None
+    g.prefix = f"{phase}.expert/"
+    rows = spec.rows_per_expert(seq)
+    taken = xn
+    if seq > 1:  # the rows one expert takes (which ones does not change the cost)
+        taken = g._node("Slice", [xn, *(g.const(n, np.array([v], np.int64)) for n, v in
+                                         (("starts", 0), ("ends", rows), ("axes", 1)))],
+                        (1, rows, spec.hidden_size))
+    routed = _mlp(g, spec, taken, m, "expert_")
+    if seq > 1:  # back in place among the prompt's rows
+        pads = g.const("pads", np.array([0, 0, 0, 0, seq - rows, 0], np.int64))
+        routed = g._node("Pad", [routed, pads], (1, seq, spec.hidden_size))
+    g.prefix = f"{phase}.moe/"
+    out = g.mul(routed, gate)
+    if shared:
+        out = g.add(out, shared)
+    if spec.dense_layers:
+        g.prefix = f"{phase}.dense/"
+        g.output(_mlp(g, spec, xn, m))
+    g.prefix = f"{phase}/"
+    return out
 
 
 def _block(g: GraphBuilder, w: Weights, spec: LlmSpec, seq: int, past: int) -> None:

@@ -40,9 +40,16 @@ from pipeline.simulator.replay import frame_tasks
 from pipeline.simulator.timeline import Task, schedule
 
 BLOCK_PHASES = ("prefill", "decode_first", "decode_last")
+# a mixture of experts' parts of a block (graph._experts): counted per MoE layer, per touched
+# expert and per dense layer
+MOE_PARTS = ("moe", "expert", "dense")
 # the trace's process per phase (simulator.trace.RUNS)
 TRACE_RUNS = {"prefill": "llm prefill block", "decode_first": "llm first decode block",
-              "decode_last": "llm last decode block", "lm_head": "llm lm_head chunk"}
+              "decode_last": "llm last decode block", "lm_head": "llm lm_head chunk",
+              **{f"{p}.{part}": f"llm {p} {label}" for p in BLOCK_PHASES
+                 for part, label in zip(MOE_PARTS, ("router and shared experts",
+                                                    "one routed expert", "dense MLP"),
+                                        strict=True)}}
 MB = 1024 * 1024  # the MiB RKLLM's memory column and most tools report
 
 
@@ -98,12 +105,20 @@ def weight_storage(plan: Plan, spec: LlmSpec, chunks: int, precision: Precision
     """Bytes of the weights as the device keeps them, read from the compiled plan (each
     kernel's ``weight_bytes``, the figure its cost streamed): one block's kernels (every
     phase reads the same weights; the first decode block's are counted) times the layers,
-    the LM head's matrix times its chunks, its norm once; and the embedding table the host
-    looks tokens up in, at the precision (its own copy even when the head is tied: the
-    NPU's head is laid out for the NPU)."""
-    block = sum(k.weight_bytes for k in plan.kernels if k.name.startswith("decode_first/"))
+    with a mixture of experts' router and shared experts per MoE layer, its one routed
+    expert times the experts per MoE layer and the dense MLP per dense layer; the LM head's
+    matrix times its chunks, its norm once; and the embedding table the host looks tokens
+    up in, at the precision (its own copy even when the head is tied: the NPU's head is
+    laid out for the NPU)."""
+    def held(part: str) -> int:
+        return sum(k.weight_bytes for k in plan.kernels if k.name.startswith(f"{part}/"))
+
+    moe_layers = spec.num_layers - spec.dense_layers if spec.num_experts else 0
+    layers = spec.num_layers * held("decode_first") + spec.dense_layers * \
+        held("decode_first.dense") + moe_layers * (held("decode_first.moe") +
+                                                   spec.num_experts * held("decode_first.expert"))
     head = [k for k in plan.kernels if k.name.startswith("lm_head/")]
-    return {"layers": spec.num_layers * block,
+    return {"layers": layers,
             "lm_head": chunks * sum(k.weight_bytes for k in head if k.gemm is not None),
             "final_norm": sum(k.weight_bytes for k in head if k.gemm is None),
             "embedding": precision.matrix_bytes(spec.hidden_size, spec.vocab_size)}
@@ -115,8 +130,17 @@ def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, n
     """The language-model metrics and the per-phase breakdown (``llm.json``), and each
     phase's scheduled tasks for the trace."""
     hz = profile.frequency_mhz * 1e6
-    scheduled = {p: phase_tasks(plan, profile, p) for p in (*BLOCK_PHASES, "lm_head")}
-    tasks = {p: t for p, (t, _) in scheduled.items()}
+    parts = [f"{p}.{part}" for p in BLOCK_PHASES for part in MOE_PARTS]
+    scheduled = {p: phase_tasks(plan, profile, p)
+                 for p in (*BLOCK_PHASES, "lm_head", *parts)}
+    tasks = {p: t for p, (t, _) in scheduled.items() if t}
+    moe_layers = spec.num_layers - spec.dense_layers if spec.num_experts else 0
+    touched = {p: spec.experts_touched(prompt if p == "prefill" else 1) if moe_layers else 0
+               for p in BLOCK_PHASES}
+    # what a layer adds to its attention block: a mixture of experts' router, shared experts
+    # and touched routed experts per MoE layer, the dense MLP per dense layer
+    mlp = {p: moe_layers * (scheduled[f"{p}.moe"][1] + touched[p] * scheduled[f"{p}.expert"][1])
+           + spec.dense_layers * scheduled[f"{p}.dense"][1] for p in BLOCK_PHASES}
     block = {p: scheduled[p][1] for p in BLOCK_PHASES}
     head = chunks * scheduled["lm_head"][1]
     sampling = math.ceil(host_seconds(spec.vocab_size, 4 * spec.vocab_size, profile.host) * hz)
@@ -127,9 +151,9 @@ def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, n
 
     full = spec.num_layers - spec.local_layers
     window = spec.sliding_window or prompt + new
-    steps = [full * block_at(t) + spec.local_layers * block_at(min(t, window)) + head + sampling
-             for t in range(prompt + 1, prompt + new + 1)]
-    prefill = spec.num_layers * block["prefill"] + head + sampling
+    steps = [full * block_at(t) + spec.local_layers * block_at(min(t, window)) +
+             mlp["decode_first"] + head + sampling for t in range(prompt + 1, prompt + new + 1)]
+    prefill = spec.num_layers * block["prefill"] + mlp["prefill"] + head + sampling
     ttft_s = prefill / hz
     decode_s = sum(steps) / hz
     context = max_context or prompt + new
@@ -151,8 +175,12 @@ def estimate(plan: Plan, profile: HardwareProfile, spec: LlmSpec, prompt: int, n
         "kv_context": context, "sliding_window": spec.sliding_window,
         "local_layers": spec.local_layers, "precision": dataclasses.asdict(precision),
         "block_ms": {p: block[p] * ms for p in BLOCK_PHASES},
+        **({"experts": {"touched": touched, "rows_per_expert": {
+            p: spec.rows_per_expert(prompt if p == "prefill" else 1) for p in BLOCK_PHASES},
+            "moe_layers": moe_layers, "dense_layers": spec.dense_layers,
+            "mlp_ms": {p: mlp[p] * ms for p in BLOCK_PHASES}}} if moe_layers else {}),
         "lm_head_ms": head * ms, "lm_head_chunks": chunks, "sampling_ms": sampling * ms,
-        "prefill_ms": {"layers": spec.num_layers * block["prefill"] * ms,
+        "prefill_ms": {"layers": (spec.num_layers * block["prefill"] + mlp["prefill"]) * ms,
                        "lm_head": head * ms, "sampling": sampling * ms},
         "decode_step_ms": [s * ms for s in steps],
         "memory_bytes": {**{f"weights.{k}": v for k, v in storage.items()},
@@ -169,10 +197,13 @@ def summary_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     weights = sum(v for k, v in mem.items() if k.startswith("weights.")) / MB
     window = (f"; {b['local_layers']} layers over a {b['sliding_window']}-position window"
               if b["local_layers"] else "")
+    experts = b.get("experts")
+    moe = (f" + experts {experts['mlp_ms']['prefill']:.2f} ({experts['touched']['prefill']:.1f}"
+           " touched a layer)" if experts else "")
     return [
         ("time to first token", f"{m['ttft_ms']:,.1f} ms",
          f"{b['layers']} layers x {b['block_ms']['prefill']:.2f} ms (prefill block, "
-         f"{b['prompt_tokens']} positions) + LM head {pre['lm_head']:.2f} + sampling "
+         f"{b['prompt_tokens']} positions){moe} + LM head {pre['lm_head']:.2f} + sampling "
          f"{pre['sampling']:.2f}"),
         ("prefill", f"{m['prefill_tokens_per_s']:,.0f} tokens/s",
          f"{b['prompt_tokens']} prompt tokens / TTFT"),

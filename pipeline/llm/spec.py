@@ -3,13 +3,14 @@
 Only the numbers that change the graph or its bytes are read: widths, depths, heads, the
 vocabulary, whether the LM head shares the embedding table, and the few architectural
 switches that add nodes (attention biases, Qwen3's per-head q/k norms, Gemma2's extra
-norms, a gated or plain MLP, DeepSeek-V2's and MiniCPM3's multi-head latent attention).
+norms, a gated or plain MLP, a mixture of experts, DeepSeek-V2's and MiniCPM3's multi-head
+latent attention, sliding windows).
 Exporters disagree on names (ChatGLM3 writes ``num_layers``,
 ``multi_query_group_num``, ``ffn_hidden_size``, ``padded_vocab_size``, ``kv_channels``), so
 each field lists the keys it accepts, first match wins. A missing or absurd value is one
 line naming the file and the key; so is a key that announces a mechanism the graph does
-not build (experts, linear-attention or recurrent layers): npuflow would otherwise cost a
-different, dense model without a word.
+not build (linear-attention, state-space or recurrent layers): npuflow would otherwise cost
+a different model without a word.
 """
 
 from __future__ import annotations
@@ -46,11 +47,14 @@ QK_NORM = ("qwen3", "gemma3", "olmo2")
 SANDWICH_NORM = ("gemma2", "gemma3")
 # keys that announce a mechanism the graph does not build: a truthy value is refused
 UNBUILT_KEYS = {
-    "num_experts": "mixture-of-experts layers", "num_local_experts": "mixture-of-experts layers",
-    "n_routed_experts": "mixture-of-experts layers",
-    "moe_intermediate_size": "mixture-of-experts layers",
     "linear_attn_config": "linear-attention layers", "ssm_state_size": "state-space layers",
     "mamba_d_state": "state-space layers", "altup_num_inputs": "Gemma3n's AltUp layers",
+}
+# mixture of experts: the routed experts' count, how many a token takes, one expert's width
+EXPERT_KEYS = {
+    "num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "experts_per_token": ("num_experts_per_tok", "experts_per_token", "num_selected_experts",
+                          "moe_topk"),
 }
 ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "attention")
 # model types whose layers are recurrent, not attention
@@ -88,6 +92,14 @@ class LlmSpec:
     # ``sliding_window`` positions (Mistral, Gemma2's every other layer, Gemma3's five in six)
     sliding_window: int = 0
     local_layers: int = 0
+    # mixture of experts (0: a dense MLP): ``num_experts`` routed experts of width
+    # ``expert_size``, ``experts_per_token`` of them per token, shared experts of total width
+    # ``shared_expert_size``; ``dense_layers`` layers keep a dense MLP (DeepSeek's first ones)
+    num_experts: int = 0
+    experts_per_token: int = 0
+    expert_size: int = 0
+    shared_expert_size: int = 0
+    dense_layers: int = 0
 
     @property
     def latent(self) -> bool:
@@ -121,9 +133,28 @@ class LlmSpec:
             attn = h * self.q_size + 2 * h * self.kv_size + out
             if self.attention_bias:  # the graph adds q/k/v biases to plain attention only
                 attn += self.q_size + 2 * self.kv_size
-        mlp = (3 if self.gated_mlp else 2) * h * i
         norms = h * (4 if self.sandwich_norm else 2) + (2 * self.head_dim if self.qk_norm else 0)
-        return attn + mlp + norms
+        return attn + norms + (self.moe_params() if self.num_experts else self._mlp(i))
+
+    def _mlp(self, width: int) -> int:
+        return (3 if self.gated_mlp else 2) * self.hidden_size * width
+
+    def moe_params(self) -> int:
+        """A mixture-of-experts MLP: the router, every routed expert, the shared ones."""
+        return self.hidden_size * self.num_experts + \
+            self.num_experts * self._mlp(self.expert_size) + self._mlp(self.shared_expert_size)
+
+    def experts_touched(self, tokens: int) -> float:
+        """Routed experts a pass over ``tokens`` tokens reads, each token choosing
+        ``experts_per_token`` of ``num_experts`` uniformly (a balanced router, what the
+        load-balancing loss trains for): ``E (1 - (1 - k/E)^tokens)``; k for one token."""
+        e, k = self.num_experts, self.experts_per_token
+        return e * (1 - (1 - k / e) ** tokens)
+
+    def rows_per_expert(self, tokens: int) -> int:
+        """The tokens each touched expert takes: ``tokens x k`` spread over those touched."""
+        share = tokens * self.experts_per_token / self.experts_touched(tokens)
+        return max(1, math.ceil(round(share, 6)))  # 256 / 7.999999 tokens is 32, not 33
 
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size
@@ -132,8 +163,10 @@ class LlmSpec:
         """Parameters as Hugging Face counts them: the blocks, the final norm, the embedding
         table, and the LM head unless it is the embedding table itself."""
         head = 0 if self.tie_word_embeddings else self.embedding_params()
-        return self.num_layers * self.layer_params() + self.hidden_size + \
-            self.embedding_params() + head
+        dense = self.dense_layers * (self.layer_params() - self.moe_params() +
+                                     self._mlp(self.intermediate_size))
+        return (self.num_layers - self.dense_layers) * self.layer_params() + dense + \
+            self.hidden_size + self.embedding_params() + head
 
     def kv_positions(self, context: int) -> int:
         """Positions the cache holds over all layers at ``context``: every position in a
@@ -199,6 +232,7 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
         raise UserError(f"{where}: '{pos_key}' must be a whole number in "
                         f"1..{POSITIONS_LIMIT}, got {positions!r}")
     window, local = _sliding(hf, kind, size["num_layers"], where)
+    experts = _experts(hf, where, size["num_layers"], size["intermediate_size"])
     tie = hf.get("tie_word_embeddings", True)
     if not isinstance(tie, bool):
         raise UserError(f"{where}: 'tie_word_embeddings' must be true or false, got {tie!r}")
@@ -208,12 +242,49 @@ def from_hf(hf: dict[str, Any], where: str, name: str | None = None) -> LlmSpec:
         num_heads=size["num_heads"], num_kv_heads=kv, head_dim=head_dim,
         intermediate_size=size["intermediate_size"], vocab_size=size["vocab_size"],
         tie_word_embeddings=tie,
-        attention_bias=bool(hf.get("attention_bias", kind == "qwen2")
+        attention_bias=bool(hf.get("attention_bias", kind.startswith("qwen2"))
                             or hf.get("add_qkv_bias", False)),
         qk_norm=kind.startswith(QK_NORM) or bool(hf.get("qk_layernorm") or hf.get("use_qk_norm")),
         sandwich_norm=kind.startswith(SANDWICH_NORM), gated_mlp=not plain,
         activation="gelu" if act in GELU_ACTS else "silu", max_positions=positions,
-        sliding_window=window, local_layers=local, **latent)
+        sliding_window=window, local_layers=local, **latent, **experts)
+
+
+def _experts(hf: dict[str, Any], where: str, layers: int, width: int) -> dict[str, int]:
+    """A mixture of experts' shape as the families write it (empty: a dense MLP). One
+    expert's width is ``moe_intermediate_size`` where given (Qwen-MoE, DeepSeek), else
+    ``intermediate_size`` (Mixtral, OLMoE, Granite, gpt-oss); shared experts are Qwen2-MoE's
+    ``shared_expert_intermediate_size`` or DeepSeek's ``n_shared_experts`` experts; dense
+    layers are DeepSeek's ``first_k_dense_replace`` first ones or Qwen-MoE's
+    ``mlp_only_layers``."""
+    found = {f: next(((k, hf[k]) for k in keys if hf.get(k)), None)
+             for f, keys in EXPERT_KEYS.items()}
+    if found["num_experts"] is None:
+        return {}
+    experts = _positive(where, *found["num_experts"])
+    if found["experts_per_token"] is None:
+        raise UserError(f"{where}: '{found['num_experts'][0]}' (experts) needs "
+                        f"'{EXPERT_KEYS['experts_per_token'][0]}'")
+    per_token = _positive(where, *found["experts_per_token"])
+    if per_token > experts:
+        raise UserError(f"{where}: '{found['experts_per_token'][0]}' ({per_token}) is more "
+                        f"than the {experts} experts")
+    size = _positive(where, "moe_intermediate_size", hf.get("moe_intermediate_size") or width)
+    shared = _count(hf, "shared_expert_intermediate_size", where) or \
+        size * _count(hf, "n_shared_experts", where)
+    dense = _count(hf, "first_k_dense_replace", where) + len(hf.get("mlp_only_layers") or [])
+    if dense >= layers:
+        raise UserError(f"{where}: {dense} dense layers leave no layer its experts")
+    return {"num_experts": experts, "experts_per_token": per_token, "expert_size": size,
+            "shared_expert_size": shared, "dense_layers": dense}
+
+
+def _count(hf: dict[str, Any], key: str, where: str) -> int:
+    """A whole number >= 0 (absent or null: 0)."""
+    value = hf.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= LIMIT:
+        raise UserError(f"{where}: '{key}' must be a whole number in 0..{LIMIT}, got {value!r}")
+    return value
 
 
 def _sliding(hf: dict[str, Any], kind: str, layers: int, where: str) -> tuple[int, int]:

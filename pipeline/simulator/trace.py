@@ -19,7 +19,12 @@ from pipeline.compiler.plan import Kernel, Plan
 from pipeline.simulator.timeline import Task
 
 RUNS = {"single inference": 1, "throughput run": 2, "llm prefill block": 4,
-        "llm first decode block": 5, "llm last decode block": 6, "llm lm_head chunk": 7}
+        "llm first decode block": 5, "llm last decode block": 6, "llm lm_head chunk": 7,
+        # a mixture of experts' parts (pipeline.llm.phases.TRACE_RUNS)
+        **{f"llm {p} {part}": 8 + i * 3 + j
+           for i, p in enumerate(("prefill", "decode_first", "decode_last"))
+           for j, part in enumerate(("router and shared experts", "one routed expert",
+                                     "dense MLP"))}}
 SUSTAINED_PID = 3
 COUNTERS = ("temperature_c", "frequency_mhz", "latency_ms", "power_w")
 
