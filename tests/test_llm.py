@@ -196,6 +196,11 @@ def test_a_mixture_of_experts_costs_the_experts_a_pass_touches(tmp_path):
     assert b["memory_bytes"]["weights.layers"] == 3 * held[""] + held[".dense"] + \
         2 * (held[".moe"] + 8 * held[".expert"])
     assert held[".expert"] == 3 * 64 * 32  # the routed expert's three int8 matrices
+    trace = json.loads((result.run_dir / "simulate" / "trace.json").read_text())
+    names = {e["args"]["name"].split(": ")[-1] for e in trace["traceEvents"]
+             if e.get("name") == "process_name"}
+    assert {"llm prefill one routed expert", "llm decode_first router and shared experts",
+            "llm prefill dense MLP"} <= names  # each part its own process in the trace
 
 
 def test_the_console_answer_adds_up_to_the_metrics(runs):
