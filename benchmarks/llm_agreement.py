@@ -115,7 +115,7 @@ NOTES = """What was seen before what (published.yaml says it per row):
   config.json in `benchmarks/llm_configs/`, written from the model cards: no copy is in
   this machine's store), were added as check rows before npuflow's figure for any of them
   was computed. MiniCPM3 is a latent-attention model; its mechanism
-  (`pipeline/llm/graph._latent_qkv`, the cache as the reference code keeps it) was written
+  (`pipeline/llm/attention.latent_qkv`, the cache as the reference code keeps it) was written
   and tested against DeepSeek-V2's attention before the rows ran. No value was set from
   them. Their first figures (at 55b1144) are the ones below to two decimals. A trial
   since, broadcasting the causal mask, moved every TTFT by 0.3-2.5% and was reverted.

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from pipeline import api, html_report
 from pipeline.errors import UserError
-from pipeline.llm import graph, phases, spec
+from pipeline.llm import graph, layers, phases, spec
 from pipeline.optimizer import library_passes, registry
 from pipeline.quantization import schemes
 
@@ -257,7 +257,7 @@ def _ln(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
 
 
 def _rotate(x: np.ndarray, start: int) -> np.ndarray:
-    cos, sin = graph.rope_tables(x.shape[-1], start, x.shape[-2])
+    cos, sin = layers.rope_tables(x.shape[-1], start, x.shape[-2])
     half = x.shape[-1] // 2
     return x * cos + np.concatenate([-x[..., half:], x[..., :half]], -1) * sin
 

@@ -40,7 +40,7 @@ from pipeline.simulator.replay import frame_tasks
 from pipeline.simulator.timeline import Task, schedule
 
 BLOCK_PHASES = ("prefill", "decode_first", "decode_last")
-# a mixture of experts' parts of a block (graph._experts): counted per MoE layer, per touched
+# a mixture of experts' parts of a block (experts.experts): counted per MoE layer, per touched
 # expert and per dense layer
 MOE_PARTS = ("moe", "expert", "dense")
 # the trace's process per phase (simulator.trace.RUNS)

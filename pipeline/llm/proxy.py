@@ -27,6 +27,7 @@ import onnx
 
 from pipeline import onnx_io
 from pipeline.llm import graph as llm_graph
+from pipeline.llm.layers import rope_tables
 from pipeline.llm.spec import LlmSpec
 from pipeline.zoo.builder import GraphBuilder
 
@@ -80,7 +81,7 @@ def forward(p: dict[str, Any], tokens: Any) -> Any:
 
     s, h, d = SPEC, SPEC.hidden_size, SPEC.head_dim
     group = s.num_heads // s.num_kv_heads
-    cos, sin = (torch.from_numpy(a) for a in llm_graph.rope_tables(d, 0, SEQ))
+    cos, sin = (torch.from_numpy(a) for a in rope_tables(d, 0, SEQ))
     mask = torch.triu(torch.full((SEQ, SEQ), llm_graph.MASKED), diagonal=1)
 
     def rot(x: torch.Tensor) -> torch.Tensor:
