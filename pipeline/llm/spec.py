@@ -269,7 +269,8 @@ def _experts(hf: dict[str, Any], where: str, layers: int, width: int) -> dict[st
     if per_token > experts:
         raise UserError(f"{where}: '{found['experts_per_token'][0]}' ({per_token}) is more "
                         f"than the {experts} experts")
-    size = _positive(where, "moe_intermediate_size", hf.get("moe_intermediate_size") or width)
+    size = _positive(where, "moe_intermediate_size", hf["moe_intermediate_size"]) \
+        if hf.get("moe_intermediate_size") is not None else width  # width: already checked
     shared = _count(hf, "shared_expert_intermediate_size", where) or \
         size * _count(hf, "n_shared_experts", where)
     dense = _count(hf, "first_k_dense_replace", where) + len(hf.get("mlp_only_layers") or [])

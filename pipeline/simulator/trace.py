@@ -18,13 +18,10 @@ from typing import Any
 from pipeline.compiler.plan import Kernel, Plan
 from pipeline.simulator.timeline import Task
 
+# the runs every trace may hold, in their fixed processes; any other run a caller passes (a
+# mixture of experts' parts, pipeline.llm.phases.TRACE_RUNS) takes the next free one
 RUNS = {"single inference": 1, "throughput run": 2, "llm prefill block": 4,
-        "llm first decode block": 5, "llm last decode block": 6, "llm lm_head chunk": 7,
-        # a mixture of experts' parts (pipeline.llm.phases.TRACE_RUNS)
-        **{f"llm {p} {part}": 8 + i * 3 + j
-           for i, p in enumerate(("prefill", "decode_first", "decode_last"))
-           for j, part in enumerate(("router and shared experts", "one routed expert",
-                                     "dense MLP"))}}
+        "llm first decode block": 5, "llm last decode block": 6, "llm lm_head chunk": 7}
 SUSTAINED_PID = 3
 COUNTERS = ("temperature_c", "frequency_mhz", "latency_ms", "power_w")
 
@@ -84,7 +81,9 @@ def chrome_trace(plan: Plan, runs: dict[str, list[Task]], frequency_mhz: float,
     facts = _args_by_name(plan)
     labels = {k.name: k.label for k in plan.kernels}
     events: list[dict[str, Any]] = []
-    for run, pid in RUNS.items():
+    first_free = max(RUNS.values()) + 1
+    extra = {run: first_free + i for i, run in enumerate(r for r in runs if r not in RUNS)}
+    for run, pid in {**RUNS, **extra}.items():
         tasks = runs.get(run)
         if not tasks:
             continue
