@@ -143,11 +143,15 @@ class Epilogue:
     ConvHardSwish layer, and the boards take longer for it than for the plain convolution).
     Any other activation runs as its own vector pass, as Vela runs what the output stage
     lacks. ``residual_add``: the output stage can add a second tensor (a ResNet shortcut)
-    while writing; when false the Add is its own elementwise pass (Vela on Ethos-U)."""
+    while writing; when false the Add is its own elementwise pass (Vela on Ethos-U).
+    ``lut_overlap``: the table works on the results as they leave the array (NVDLA's
+    output stage runs in line with the accumulator), so the kernel takes max(array, table)
+    cycles; false: the table's pass follows the convolution's (array + table)."""
 
     activations: list[str] = field(default_factory=lambda: ["Relu", "Clip"])
     lut_activations: list[str] = field(default_factory=list)
     lut_elements_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
+    lut_overlap: bool = False
     residual_add: bool = False
 
 
@@ -225,6 +229,10 @@ class Host:
     gflops: float = bounded(MISSING, POSITIVE, plausible=(0.01, 1e6))
     bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.01, 10000))
     layout: Layout = Layout.NCHW
+    # the vendor runtime's fallback kernels evaluate exp / tanh / erf one element at a time,
+    # converting each from the NPU's layout and precision and back: ns per evaluation on
+    # top of the arithmetic at ``gflops``; 0: vectorised, counted in the arithmetic
+    transcendental_ns: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 10000))
     # power the host draws above idle while it runs the application's CPU work (pre- and
     # post-processing, fallback kernels): heat in the package the NPU shares (sustained
     # load); 0: the host's heat is left out

@@ -22,6 +22,12 @@ OPS_PER_ELEMENT = {
     "Abs": 1, "Floor": 1, "Ceil": 1, "Round": 1, "Sign": 1, "Not": 1, "Softmax": 5,
     "LogSoftmax": 6, "Cast": 1,
 }
+# transcendental evaluations per output element (exp, tanh, erf, log): what a host that
+# evaluates them one at a time pays beyond its arithmetic (``host.transcendental_ns``)
+TRANSCENDENTALS = {
+    "Sigmoid": 1, "Tanh": 1, "Exp": 1, "Log": 1, "Erf": 1, "Gelu": 1, "Swish": 1, "Silu": 1,
+    "Softplus": 2, "Mish": 3, "Elu": 1, "Selu": 1, "Softmax": 1, "LogSoftmax": 2,
+}
 
 
 def activation_work(node: Node, graph: Graph) -> Work:
@@ -30,7 +36,7 @@ def activation_work(node: Node, graph: Graph) -> Work:
     const = sum(graph.tensors[i].size for i in node.inputs[1:] if i)
     per = OPS_PER_ELEMENT.get(node.op_type, 4)
     return Work(VECTOR, vector_ops=out * per, input_elems=x.size, weight_elems=const,
-                output_elems=out)
+                output_elems=out, transcendentals=out * TRANSCENDENTALS.get(node.op_type, 0))
 
 
 @constraint("clip_range")

@@ -69,6 +69,9 @@ class Work:
     # a copy's tensors as (pixels, channels): an engine that copies in micro-blocks rounds
     # each tensor's channels up to the block's depth (hardware/units/pooling_copy.py)
     copied: tuple[tuple[int, int], ...] = ()
+    # elements a transcendental function (exp, tanh, erf, log) is evaluated on: a host that
+    # runs them one at a time pays each (``host.transcendental_ns``)
+    transcendentals: int = 0
 
     @property
     def held_weight_elems(self) -> int:

@@ -359,6 +359,55 @@ def test_a_lut_activation_fuses_and_costs_its_outputs_at_the_tables_rate(name):
     assert silu["placement"]["greedy_cycles"] == relu["placement"]["greedy_cycles"] + table
 
 
+@pytest.mark.parametrize("rate", [100.0, 0.05])
+def test_an_overlapped_table_shows_only_what_it_takes_beyond_the_array(rate):
+    """rk3576: the table works on results as they leave the array (epilogue.lut_overlap),
+    so a fused SiLU costs max(array, table), not their sum: nothing where the array is the
+    slower (a fast table), the excess where the table is (a slow one); the plan's
+    placement and its kernels carry the same figure."""
+    rk = _epilogue(dataclasses.replace(_profile("rk3576"), cores=1),
+                   lut_elements_per_cycle=rate)
+    assert rk.epilogue.lut_overlap and "Silu" in rk.epilogue.lut_activations
+    relu = _compile(_conv_act_model("relu"), rk)["kernels"][0]["cost"]
+    plan = _compile(_conv_act_model("silu"), rk)
+    silu = plan["kernels"][0]["cost"]
+    table = math.ceil(16 * 32 * 32 / rate)
+    extra = max(0, table - relu["compute_cycles"])
+    assert silu["compute_cycles"] == max(relu["compute_cycles"], table)
+    assert silu["lut_cycles"] == extra
+    assert silu["total_cycles"] == max(relu["total_cycles"], silu["compute_cycles"]
+                                       + silu["overhead_cycles"])
+    assert (extra == 0) == (rate == 100.0)  # both sides of the max are exercised
+    added = _compile(_conv_act_model("silu"), _epilogue(rk, lut_overlap=False))
+    assert added["kernels"][0]["cost"]["total_cycles"] == relu["total_cycles"] + table
+
+
+def _softmax_model(shape=(1, 2, 40, 40)):
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Softmax", ["r"], ["y"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "softmax", [helper.make_tensor_value_info("x", 1, shape)],
+                              [helper.make_tensor_value_info("y", 1, shape)])
+    return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_a_host_softmax_pays_each_exp_its_runtime_evaluates_one_at_a_time():
+    """rk3568: RKNN runs Softmax on the A55 host (exSoftmax13), whose fallback kernel takes
+    host.transcendental_ns per element beyond the vectorised arithmetic; the NPU's ReLU
+    pays nothing of it, and the key at 0 is the roofline alone."""
+    rk = _profile("rk3568")
+    assert rk.host.transcendental_ns > 0 and "Softmax" not in rk.ops
+    zero = dataclasses.replace(rk, host=dataclasses.replace(rk.host, transcendental_ns=0.0))
+    with_key, without = (
+        {k["name"]: k for k in _compile(_softmax_model(), p)["kernels"]} for p in (rk, zero))
+    assert with_key["softmax"]["target"] == "cpu" and with_key["relu"]["target"] == "npu"
+    assert with_key["relu"]["cost"] == without["relu"]["cost"]
+    exps = 2 * 40 * 40 * rk.host.transcendental_ns * 1e-9 * rk.frequency_mhz * 1e6
+    host, roofline = with_key["softmax"]["cost"], without["softmax"]["cost"]
+    assert host["compute_cycles"] == pytest.approx(roofline["compute_cycles"] + exps, abs=2)
+    assert host["total_cycles"] == max(host["compute_cycles"], roofline["memory_cycles"])
+    assert host["total_cycles"] > 10 * roofline["total_cycles"]  # the exps dominate
+
+
 def test_vector_passes_retire_at_most_the_profiles_output_bytes_per_cycle():
     """A standalone elementwise pass on the RKNPU runs at the rate its output leaves it,
     whatever its operations per element; 16-bit elements take twice the cycles."""

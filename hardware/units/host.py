@@ -1,5 +1,6 @@
-"""The host CPU a fallback kernel runs on (``host``: GFLOP/s, memory bandwidth): the slower
-of its arithmetic and its bytes (``hardware.host``), expressed in NPU cycles so that every
+"""The host CPU a fallback kernel runs on (``host``: GFLOP/s, memory bandwidth, the time of
+one transcendental evaluation on the vendor runtime's fallback path): the slower of its
+arithmetic and its bytes (``hardware.host``), expressed in NPU cycles so that every
 timeline shares one clock."""
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ class HostUnit(Unit):
         if work.unit == FREE:
             nbytes = 0
         hz = profile.frequency_mhz * 1e6
-        seconds = host_model.host_seconds(work.flops, nbytes, profile.host)
-        arithmetic = math.ceil(work.flops / (profile.host.gflops * 1e9) * hz)
+        seconds = host_model.host_seconds(work.flops, nbytes, profile.host,
+                                          work.transcendentals)
+        arithmetic = math.ceil(host_model.arithmetic_seconds(
+            work.flops, profile.host, work.transcendentals) * hz)
         memory = math.ceil(nbytes / (profile.host.bandwidth_gbps * 1e9) * hz)
         cycles = max(arithmetic, memory, math.ceil(seconds * hz))
         return KernelCost(

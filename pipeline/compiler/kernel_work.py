@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from hardware.channel_padding import pad_gemm
 from hardware.dilation import expanded_taps
-from ops.activation import OPS_PER_ELEMENT
+from ops.activation import OPS_PER_ELEMENT, TRANSCENDENTALS
 from ops.conv_lowering import Lowering, run_outputs
 from ops.elementwise import INTEGER_OPS_PER_ELEMENT
 from ops.graph import Graph
@@ -55,20 +55,24 @@ def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32",
     unread = sum(w.unread_weight_elems for w in works)
     ins = sum(graph.tensors[t].size for t in kernel.inputs)
     outs = sum(graph.tensors[t].size for t in kernel.outputs)
+    transcendentals = sum(w.transcendentals for w in works)
     anchor = works[0]
     if anchor.unit == ARRAY:
         return Work(ARRAY, macs=anchor.macs, input_elems=ins, weight_elems=consts,
                     output_elems=outs, gemm=anchor.gemm,
-                    lut_activation=kernel.activation in lut_activations)
+                    lut_activation=kernel.activation in lut_activations,
+                    transcendentals=transcendentals)
     if kernel.composite:
         ops = OPS_PER_ELEMENT.get(kernel.composite, 4) * outs
         return Work(VECTOR, vector_ops=ops, input_elems=ins, weight_elems=consts,
-                    output_elems=outs)
+                    output_elems=outs,
+                    transcendentals=TRANSCENDENTALS.get(kernel.composite, 0) * outs)
     units = {w.unit for w in works}
     unit = VECTOR if VECTOR in units else MEMORY if MEMORY in units else FREE
     return Work(unit, vector_ops=sum(w.vector_ops for w in works)
                 + _integer_extra_ops(kernel, graph, precision), input_elems=ins,
-                weight_elems=consts, output_elems=outs, unread_weight_elems=unread)
+                weight_elems=consts, output_elems=outs, unread_weight_elems=unread,
+                transcendentals=transcendentals)
 
 
 def lowered(work: Work, kernel: Kernel, graph: Graph, lowering: Lowering) -> Work:
