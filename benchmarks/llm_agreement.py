@@ -121,8 +121,16 @@ NOTES = """What was seen before what (published.yaml says it per row):
   since, broadcasting the causal mask, moved every TTFT by 0.3-2.5% and was reverted.
 - The RK3562 MiniCPM4 row decodes at 10.1 tokens/s on the board where Qwen2 0.5B, with
   more bytes per token, decodes at 13.6 (their RK3588 and RK3576 rows keep the bytes'
-  order); npuflow, from the bytes, gives 17.2 (1.71x). Nothing public says what the
+  order); npuflow, from the bytes, gave 17.2 (1.71x). Nothing public says what the
   RK3562 runtime does differently for it; the row stays a miss.
+- No language-model row set the rk3568 host's time per exp (`host.transcendental_ns`, 44.6
+  ns, fitted on three YOLO11 board pairs by `benchmarks/host_rates.py`), but the rk3562
+  profile inherits it with the rk3568's Softmax-on-the-CPU rule (RKNN's rk3568 builds), so
+  its attention's softmax now runs on the A53s at that rate: the three RK3562 rows, seen
+  at TTFT 0.41-0.45, moved to 0.78-0.83 and their decode by 3-5%. Whether rknn-llm runs
+  the RK3562's Softmax on its CPU is not public; the RK3576 and RK3588 profiles keep it on
+  the NPU (RKNN fuses attention there). The RK3576's lookup table now works in line with
+  its array (`epilogue.lut_overlap`, from the CNN pairs): its prefills lost 1-2%.
 """
 
 

@@ -42,6 +42,10 @@ BENCHMARKS = [
      "Rockchip's compile-time cycle estimate next to npuflow's, layer by layer, and both "
      "next to the board: where the rk3588 and rk3568 profiles' array numbers come from, "
      "and what is left unexplained.", False),
+    ("host_rates", "The RK3566/68 host's fallback Softmax, read off the fit pairs",
+     "How long does RKNN's CPU Softmax take per element on the RK3566/68's A55 host? "
+     "host.transcendental_ns regressed on the pairs published.yaml marks fit for it.",
+     False),
     ("vela_compare", "Per layer vs Arm Vela on Ethos-U55",
      "MLPerf Tiny's ResNet-8 and ad01: Vela 5.2.0's cycles next to npuflow's, layer by "
      "layer, and why they differ.", False),

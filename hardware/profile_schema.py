@@ -151,6 +151,8 @@ class Epilogue:
     activations: list[str] = field(default_factory=lambda: ["Relu", "Clip"])
     lut_activations: list[str] = field(default_factory=list)
     lut_elements_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
+    # the table works on results as they leave the array (max(array, table) cycles); false:
+    # its pass follows the convolution's (array + table)
     lut_overlap: bool = False
     residual_add: bool = False
 
