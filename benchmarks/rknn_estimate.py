@@ -107,11 +107,14 @@ What the comparison shows:
   the rest. The networks the rates were read from fit them by construction; the others
   check them: YOLOv6, YOLOv7-tiny and YOLOX (ReLU, LeakyReLU and SiLU detectors added
   after the profiles were fixed), and PP-OCRv4 rec in fp16, whose elementwise layers pay
-  two bytes per element. yolo11 is the lowest on the RK3566/68: over yolov8 it adds a C2PSA
-  attention block whose Softmax RKNN runs on the CPU there, and npuflow's shortfall grows
-  with it (yolo11n's 2 x 400 x 400 softmax, yolo11s' 4 x 400 x 400) where npuflow charges
-  the host Softmax 0.08 and 0.16 ms; RKNN's CPU layers on the A55 cores have no public
-  figure.
+  two bytes per element. On the RK3566/68, YOLO11 and YOLOv10 add an attention block whose
+  Softmax RKNN runs on the CPU (exSoftmax13), and the board's rest grew with it (YOLO11n's
+  2 x 400 x 400 softmax, YOLO11s' 4 x 400 x 400) where npuflow's vectorised host charged
+  0.08 and 0.16 ms. The three YOLO11 pairs set the host's time per exp on that fallback
+  path (``host.transcendental_ns``, 44.6 ns: ``benchmarks/host_rates.py``); YOLOv10n and
+  YOLOv10s check it (1.04 and 1.07 of their boards). On the RK3576 the lookup table works in
+  line with the array (``epilogue.lut_overlap``), so npuflow's rest there is its vector,
+  copy and transfer time, and whatever the table takes beyond the array.
 - ``rknn.eval_perf()`` on the boards (per-layer time) would check the two rates layer by
   layer; it needs the board, which this project does not have.
 """
