@@ -129,8 +129,11 @@ NOTES = """What was seen before what (published.yaml says it per row):
   its attention's softmax now runs on the A53s at that rate: the three RK3562 rows, seen
   at TTFT 0.41-0.45, moved to 0.78-0.83 and their decode by 3-5%. Whether rknn-llm runs
   the RK3562's Softmax on its CPU is not public; the RK3576 and RK3588 profiles keep it on
-  the NPU (RKNN fuses attention there). The RK3576's lookup table now works in line with
-  its array (`epilogue.lut_overlap`, from the CNN pairs): its prefills lost 1-2%.
+  the NPU (RKNN fuses attention there). The RK3562's CNN check pairs, run after, read
+  YOLOv10 and YOLO11 1.6x slow in npuflow against 1.3x for the plain detectors: its boards
+  evidently do not pay a CPU Softmax, so this agreement is not evidence. The RK3576's
+  lookup table now works in line with its array (`epilogue.lut_overlap`, from the CNN
+  pairs): its prefills lost 1-2%.
 """
 
 
