@@ -19,9 +19,12 @@ def arithmetic_seconds(flops: int, host: Host, transcendentals: int = 0) -> floa
     return flops / (host.gflops * 1e9) + transcendentals * host.transcendental_ns * 1e-9
 
 
+def memory_seconds(nbytes: int, host: Host) -> float:
+    return nbytes / (host.bandwidth_gbps * 1e9)
+
+
 def host_seconds(flops: int, nbytes: int, host: Host, transcendentals: int = 0) -> float:
-    return max(arithmetic_seconds(flops, host, transcendentals),
-               nbytes / (host.bandwidth_gbps * 1e9))
+    return max(arithmetic_seconds(flops, host, transcendentals), memory_seconds(nbytes, host))
 
 
 def link_seconds(nbytes: int, link: Link) -> float:

@@ -144,9 +144,8 @@ class Epilogue:
     Any other activation runs as its own vector pass, as Vela runs what the output stage
     lacks. ``residual_add``: the output stage can add a second tensor (a ResNet shortcut)
     while writing; when false the Add is its own elementwise pass (Vela on Ethos-U).
-    ``lut_overlap``: the table works on the results as they leave the array (NVDLA's
-    output stage runs in line with the accumulator), so the kernel takes max(array, table)
-    cycles; false: the table's pass follows the convolution's (array + table)."""
+    ``lut_overlap``: see its comment (NVDLA's output stage runs in line with the
+    accumulator; ``hardware/units/lut_epilogue.py``)."""
 
     activations: list[str] = field(default_factory=lambda: ["Relu", "Clip"])
     lut_activations: list[str] = field(default_factory=list)

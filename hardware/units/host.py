@@ -33,15 +33,12 @@ class HostUnit(Unit):
         if work.unit == FREE:
             nbytes = 0
         hz = profile.frequency_mhz * 1e6
-        seconds = host_model.host_seconds(work.flops, nbytes, profile.host,
-                                          work.transcendentals)
         arithmetic = math.ceil(host_model.arithmetic_seconds(
             work.flops, profile.host, work.transcendentals) * hz)
-        memory = math.ceil(nbytes / (profile.host.bandwidth_gbps * 1e9) * hz)
-        cycles = max(arithmetic, memory, math.ceil(seconds * hz))
-        return KernelCost(
+        memory = math.ceil(host_model.memory_seconds(nbytes, profile.host) * hz)
+        return KernelCost(  # the roofline (hardware.host.host_seconds), in whole cycles
             unit="host", precision=precision, macs=work.macs, compute_cycles=arithmetic,
-            memory_cycles=memory, overhead_cycles=0, total_cycles=cycles,
+            memory_cycles=memory, overhead_cycles=0, total_cycles=max(arithmetic, memory),
             dram_bytes=nbytes, compulsory_dram_bytes=nbytes, sram_bytes=0,
             energy_pj=energy_model.dynamic_energy_pj(0, precision, 0, nbytes,
                                                      profile.energy),
