@@ -46,6 +46,10 @@ BENCHMARKS = [
      "How long does RKNN's CPU Softmax take per element on the RK3566/68's A55 host? "
      "host.transcendental_ns regressed on the pairs published.yaml marks fit for it.",
      False),
+    ("stream_rates", "The rate a decode step streams its weights at, read off the fit rows",
+     "How fast does a language model's decode step read its weights on the RK3588 and "
+     "RK3576 boards? dram.stream_gbps regressed on the rknn-llm rows published.yaml marks "
+     "fit for it.", False),
     ("vela_compare", "Per layer vs Arm Vela on Ethos-U55",
      "MLPerf Tiny's ResNet-8 and ad01: Vela 5.2.0's cycles next to npuflow's, layer by "
      "layer, and why they differ.", False),

@@ -25,6 +25,7 @@ from hardware.kernel_cost import (  # re-exported: the names callers price kerne
     array_shape,
     bytes_per_cycle,
     default_tiling,
+    gemm_bytes_per_cycle,
     latency_cycles,
     operand_bytes,
     overlaps_dma,
@@ -44,7 +45,8 @@ from hardware.units import (
 from ops.work import Work
 
 __all__ = ["WIDTHS", "KernelCost", "array_compute", "array_shape", "auto_tiling",
-           "bytes_per_cycle", "default_tiling", "host_kernel_cost", "latency_cycles",
+           "bytes_per_cycle", "default_tiling", "gemm_bytes_per_cycle", "host_kernel_cost",
+           "latency_cycles",
            "npu_kernel_cost", "operand_bytes", "sram_port_cycles", "staggered_cores"]
 
 
@@ -78,7 +80,7 @@ def auto_tiling(work: Work, precision: str, profile: HardwareProfile,
     budget = int(profile.sram.size_kb * 1024) if sram_bytes is None else sram_bytes
     channels = dram_channels(profile, FEATURE_MAPS, work, precision)
     return search(g.m, g.n, g.k, g.groups, sizes, act_w, wt_w, acc_w, budget,
-                  overlaps_dma(g, profile), bytes_per_cycle(profile),
+                  overlaps_dma(g, profile), gemm_bytes_per_cycle(g.m, profile),
                   latency_cycles(profile), est.cycles, objective,
                   profile.energy.dram_pj_per_byte,
                   floor_cycles=sram_port_cycles(work, precision, profile, channels),

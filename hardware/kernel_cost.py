@@ -51,6 +51,25 @@ def bytes_per_cycle(profile: HardwareProfile) -> float:
     return profile.dram.bandwidth_gbps * 1e9 / (profile.frequency_mhz * 1e6)
 
 
+def is_matvec(rows: int, profile: HardwareProfile) -> bool:
+    """Whether a GEMM of ``rows`` rows (its M) is a matrix-vector product:
+    ``mac_array.matvec_rows`` rows or fewer, which the array streams through each weight
+    fold (``matvec_compute``)."""
+    return 0 < rows <= profile.mac_array.matvec_rows
+
+
+def gemm_bytes_per_cycle(rows: int, profile: HardwareProfile) -> float:
+    """The DRAM rate the traffic of a GEMM of ``rows`` rows moves at, in bytes per NPU
+    cycle: a matrix-vector product's at ``dram.stream_gbps`` (its weights are one
+    sequential read), every other GEMM's at ``dram.bandwidth_gbps``. A stream is never
+    slower than tiles: a what-if that raises the tile rate past the stream rate raises
+    both."""
+    tiles = bytes_per_cycle(profile)
+    if is_matvec(rows, profile):
+        return max(tiles, profile.dram.stream_gbps * 1e9 / (profile.frequency_mhz * 1e6))
+    return tiles
+
+
 def latency_cycles(profile: HardwareProfile) -> float:
     return profile.dram.latency_ns * 1e-9 * profile.frequency_mhz * 1e6
 
@@ -111,8 +130,8 @@ def overlaps_dma(gemm: GemmShape, profile: HardwareProfile) -> bool:
     and a decode step on the RK3588 boards reads its weights at 20-31 GB/s with the
     compute hidden (rknn-llm's benchmark.md), where the profile's convolutions take DDR
     plus NPU as those boards do for them."""
-    return profile.dma.double_buffering or (
-        profile.dma.matvec_overlap and 0 < gemm.m <= profile.mac_array.matvec_rows)
+    return profile.dma.double_buffering or (profile.dma.matvec_overlap
+                                            and is_matvec(gemm.m, profile))
 
 
 def matvec_compute(gemm: GemmShape, rows: int, cols: int, matvec_rows: int,
@@ -176,7 +195,7 @@ def array_estimate(gemm: GemmShape, profile: HardwareProfile, precision: str
     arr = profile.mac_array
     rows, cols = array_shape(gemm, profile, precision)
     est = compute_cycles(gemm, rows, cols, arr.dataflow, getattr(arr.throughput, precision))
-    if 0 < gemm.m <= arr.matvec_rows:
+    if is_matvec(gemm.m, profile):
         est = matvec_compute(gemm, rows, cols, arr.matvec_rows,
                              getattr(arr.throughput, precision))
     floors = [weight_decode_cycles(gemm, arr.weight_decode)]

@@ -122,6 +122,9 @@ def validate(profile: HardwareProfile, prefix: str = "hardware") -> HardwareProf
     if profile.dma.matvec_overlap and profile.mac_array.matvec_rows <= 0:
         raise ProfileError(f"{prefix}.dma.matvec_overlap", "needs a matrix-vector product: "
                            "set mac_array.matvec_rows (the rows one streams)")
+    if profile.dram.stream_gbps > 0 and profile.mac_array.matvec_rows <= 0:
+        raise ProfileError(f"{prefix}.dram.stream_gbps", "needs a matrix-vector product: "
+                           "set mac_array.matvec_rows (the rows one streams)")
     if not any(getattr(profile.mac_array.throughput, p) > 0 for p in PRECISIONS):
         raise ProfileError(f"{prefix}.mac_array.throughput", "no precision runs on the array")
     if profile.weights.cache_kb > profile.sram.size_kb:

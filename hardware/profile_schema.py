@@ -206,8 +206,17 @@ class Sram:
 
 @dataclass
 class Dram:
+    """``bandwidth_gbps``: the rate the NPU's tiles move at (RKNN-Toolkit2's DDR column,
+    Vela's memory config). ``stream_gbps``: the rate of one long sequential read, a
+    matrix-vector product's weights (``mac_array.matvec_rows`` rows or fewer) passing
+    through once in address order, as a language model's decode step reads every weight;
+    never below ``bandwidth_gbps`` (0: the same). Tiles of a convolution are short strided
+    bursts, a weight stream whole rows of pages, so DRAM serves the second closer to its
+    peak."""
+
     bandwidth_gbps: float = bounded(MISSING, POSITIVE, plausible=(0.01, 10000))  # 1e9 B/s
     latency_ns: float = bounded(MISSING, NON_NEGATIVE, plausible=(0, 100000))  # per burst
+    stream_gbps: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 10000))  # 1e9 B/s
 
 
 @dataclass

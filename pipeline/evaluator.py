@@ -14,6 +14,7 @@ move a kernel between NPU and CPU, and differ).
 
 Parameters a point may set (anything else would change the plan and is refused):
 ``frequency_mhz``, ``dispatch_cycles``, ``dram.bandwidth_gbps``, ``dram.latency_ns``,
+``dram.stream_gbps``,
 ``sram.bandwidth_bytes_per_cycle``, ``link.bandwidth_gbps``, ``link.sync_us``,
 ``host.gflops``, ``host.bandwidth_gbps``, ``host.transcendental_ns`` and every
 ``energy.*`` field (the energy per MAC per precision: ``energy.mac_pj.int8``).
@@ -45,9 +46,9 @@ from pipeline.compiler.plan import Plan
 from pipeline.errors import UserError
 from pipeline.simulator.metrics import inference_metrics
 
-SECTIONS = {"dram": ("bandwidth_gbps", "latency_ns"), "sram": ("bandwidth_bytes_per_cycle",),
-            "link": ("bandwidth_gbps", "sync_us"), "host": ("gflops", "bandwidth_gbps",
-                                                              "transcendental_ns")}
+SECTIONS = {"dram": ("bandwidth_gbps", "latency_ns", "stream_gbps"),
+            "sram": ("bandwidth_bytes_per_cycle",), "link": ("bandwidth_gbps", "sync_us"),
+            "host": ("gflops", "bandwidth_gbps", "transcendental_ns")}
 TOP_LEVEL = ("frequency_mhz", "dispatch_cycles")
 
 

@@ -44,6 +44,7 @@ def test_a_bad_override_is_one_user_error():
     # those bound a calibration, not a what-if
     {"dram.bandwidth_gbps": 51.2, "dispatch_cycles": 100},
     {"energy.mac_pj.int8": 0.5, "dispatch_cycles": 2000},  # energy per MAC per precision
+    {"dram.stream_gbps": 40.0, "dram.bandwidth_gbps": 12.0},  # the classifier's stream
 ])
 def test_the_batch_evaluator_equals_a_full_run_at_each_point(result, point, tmp_path):
     estimate = api.evaluator(result).evaluate(point)

@@ -230,6 +230,48 @@ def test_a_matrix_vector_product_streams_its_weights_behind_its_compute(overlap)
                                                               else sum(both))
 
 
+def _fc_cost(profile, rows: int) -> dict:
+    """The cost of a 1024 -> 1024 fully connected layer (int8) on ``rows`` rows."""
+    weight = numpy_helper.from_array(np.ones((1024, 1024, 1, 1), np.float32), "w")
+    net = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [1, 1024, 1, rows],
+                "y", [weight])
+    return compile_graph(net, profile, COMPILE, "int8", "int8")["kernels"][0]["cost"]
+
+
+def test_a_weight_stream_moves_at_the_stream_rate_and_tiles_at_the_tile_rate():
+    """``dram.stream_gbps`` prices a matrix-vector product's traffic (one sequential read
+    of its weights, as a decode step makes) and nothing else: the same layer on 1 row
+    takes its DRAM time at the stream rate, on 64 rows (a tiled GEMM) at the tile rate;
+    0 means the tile rate."""
+    base = dataclasses.replace(_profile("rk3588"), cores=1)
+    tile = base.dram.bandwidth_gbps
+    assert base.dram.stream_gbps > tile  # the profile's fitted rate is in use
+
+    def with_stream(gbps: float):
+        return dataclasses.replace(base, dram=dataclasses.replace(base.dram, stream_gbps=gbps))
+
+    for rows in (1, 64):
+        plain, same, doubled = (_fc_cost(p, rows) for p in
+                                (with_stream(0.0), with_stream(tile), with_stream(2 * tile)))
+        assert same == plain
+        assert doubled["dram_bytes"] == plain["dram_bytes"]
+        if rows == 1:  # half the DRAM time, to the burst latency's rounding
+            assert doubled["memory_cycles"] == pytest.approx(plain["memory_cycles"] / 2,
+                                                             rel=0.02)
+            assert doubled["total_cycles"] < plain["total_cycles"]
+        else:
+            assert doubled == plain
+
+
+def test_a_stream_rate_without_a_matrix_vector_product_is_refused(tmp_path):
+    (tmp_path / "bad.yaml").write_text((CONF / "hardware" / "nvdla_small.yaml").read_text()
+                                       .replace("dram: {bandwidth_gbps: 4.0, latency_ns: 150}",
+                                                "dram: {bandwidth_gbps: 4.0, latency_ns: 150, "
+                                                "stream_gbps: 6.0}"))
+    with pytest.raises(ProfileError, match=r"dram\.stream_gbps.*matvec_rows"):
+        load_profile(tmp_path / "bad.yaml")
+
+
 def test_overlap_without_a_matrix_vector_product_is_refused(tmp_path):
     (tmp_path / "bad.yaml").write_text((CONF / "hardware" / "nvdla_small.yaml").read_text()
                                        .replace("dma: {double_buffering: true}",

@@ -12,8 +12,8 @@ from hardware.kernel_cost import (
     KernelCost,
     array_compute,
     array_shape,
-    bytes_per_cycle,
     default_tiling,
+    gemm_bytes_per_cycle,
     latency_cycles,
     operand_bytes,
     overlaps_dma,
@@ -51,7 +51,7 @@ class ArrayUnit(Unit):
         channels = dram_channels(profile, FEATURE_MAPS, work, precision)
         streamed = overlaps_dma(gemm, profile)
         memory, body = tiled_cycles(est.cycles, traffic, streamed,
-                                    bytes_per_cycle(profile), latency_cycles(profile),
+                                    gemm_bytes_per_cycle(gemm.m, profile), latency_cycles(profile),
                                     sram_port_cycles(work, precision, profile, channels),
                                     channels)
         acc = sram_accesses(gemm, *array_shape(gemm, profile, precision), arr.dataflow)

@@ -131,7 +131,8 @@ def _port_shared(profile: HardwareProfile) -> HardwareProfile:
     multi-core kernel against the same profile, and profiles are frozen values."""
     if not _SHARED or _SHARED[0] is not profile:
         dram = dataclasses.replace(profile.dram,
-                                   bandwidth_gbps=profile.dram.bandwidth_gbps / profile.cores)
+                                   bandwidth_gbps=profile.dram.bandwidth_gbps / profile.cores,
+                                   stream_gbps=profile.dram.stream_gbps / profile.cores)
         _SHARED[:] = [profile, dataclasses.replace(profile, dram=dram)]
     return _SHARED[1]
 

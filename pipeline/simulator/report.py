@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hardware.cost import bytes_per_cycle
+from hardware.cost import bytes_per_cycle, gemm_bytes_per_cycle
 from hardware.profile import HardwareProfile
 from pipeline.artifacts import pyplot, save_figure, write_csv
 from pipeline.compiler.plan import Plan
@@ -77,6 +77,7 @@ class RooflinePoint:
     intensity: float  # MACs per DRAM byte
     achieved: float  # MACs per cycle
     label: str  # compute | memory (bandwidth) | memory (DMA latency) | overhead
+    bandwidth: float  # DRAM bytes per cycle its traffic moves at (a weight stream's own)
 
 
 def roofline_points(plan: Plan, profile: HardwareProfile
@@ -85,7 +86,9 @@ def roofline_points(plan: Plan, profile: HardwareProfile
     per cycle, or the vector unit's lanes (a MAC is one lane-op there). A memory-bound
     kernel whose DRAM bytes / bandwidth alone would not bind it (intensity right of the
     ridge) is bound by the DMA's exposed latency per burst, and says so: the cost model's
-    memory time is bytes / bandwidth plus that latency (hardware/cost.py)."""
+    memory time is bytes / bandwidth plus that latency (hardware/cost.py). A
+    matrix-vector product's roof is the profile's weight-stream rate
+    (``dram.stream_gbps``), every other kernel's the tile rate returned."""
     roofs = {"array": float(max(profile.peak_macs_per_cycle.values())),
              "vector": float(profile.vector_unit.lanes)}
     bw = bytes_per_cycle(profile)
@@ -95,13 +98,14 @@ def roofline_points(plan: Plan, profile: HardwareProfile
         if k.target != "npu" or not k.macs or not cost.total_cycles:
             continue
         unit = "vector" if cost.unit == "vector" else "array"
+        own = gemm_bytes_per_cycle(k.gemm.m, profile) if k.gemm and unit == "array" else bw
         intensity = k.macs / max(cost.dram_bytes, 1)
         label = cost.bound
         if label == "memory":
-            label = "memory (bandwidth)" if intensity < roofs[unit] / bw else \
+            label = "memory (bandwidth)" if intensity < roofs[unit] / own else \
                 "memory (DMA latency)"
         points.append(RooflinePoint(k.label, unit, intensity,
-                                    k.macs / cost.total_cycles, label))
+                                    k.macs / cost.total_cycles, label, own))
     return points, roofs, bw
 
 
@@ -119,6 +123,9 @@ def plot_roofline(plan: Plan, profile: HardwareProfile, path: Path) -> None:
         if unit in units:
             ax.plot(xs, [min(roofs[unit], x * bw) for x in xs], color="black",
                     linestyle=style, label=f"{unit} roof ({roofs[unit]:.0f} MACs/cycle)")
+    for stream in sorted({p.bandwidth for p in pts} - {bw}):  # matrix-vector weight streams
+        ax.plot(xs, [min(roofs["array"], x * stream) for x in xs], color="grey",
+                linestyle=":", label=f"weight-stream roof ({stream:.1f} B/cycle)")
     colours = {"compute": "#2b7bba", "memory (bandwidth)": "#d62728",
                "memory (DMA latency)": "#9467bd", "overhead": "#ff9f1c"}
     for label, colour in colours.items():
