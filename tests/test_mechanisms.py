@@ -212,6 +212,14 @@ def test_a_matrix_vector_product_costs_rknn_s_sixteen_rows(target, probe, rows, 
     assert kernel["cost"]["compute_cycles"] == rknn[probe]
 
 
+def _fc_cost(profile, rows: int) -> dict:
+    """The cost of a 1024 -> 1024 fully connected layer (int8) on ``rows`` rows."""
+    weight = numpy_helper.from_array(np.ones((1024, 1024, 1, 1), np.float32), "w")
+    net = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [1, 1024, 1, rows],
+                "y", [weight])
+    return compile_graph(net, profile, COMPILE, "int8", "int8")["kernels"][0]["cost"]
+
+
 @pytest.mark.parametrize("overlap", [True, False])
 def test_a_matrix_vector_product_streams_its_weights_behind_its_compute(overlap):
     """RKNN's fully connected layer takes max(DDR, NPU) cycles (fc_m1 on the rk3588:
@@ -220,22 +228,11 @@ def test_a_matrix_vector_product_streams_its_weights_behind_its_compute(overlap)
     profile = _profile("rk3588")
     profile = dataclasses.replace(profile, cores=1, dma=dataclasses.replace(
         profile.dma, matvec_overlap=overlap))
-    weight = numpy_helper.from_array(np.ones((1024, 1024, 1, 1), np.float32), "w")
-    net = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [1, 1024, 1, 1],
-                "y", [weight])
-    cost = compile_graph(net, profile, COMPILE, "int8", "int8")["kernels"][0]["cost"]
+    cost = _fc_cost(profile, 1)
     assert cost["compute_cycles"] == 16_384  # the floor holds either way
     both = (cost["compute_cycles"], cost["memory_cycles"])
     assert cost["total_cycles"] - cost["overhead_cycles"] == (max(both) if overlap
                                                               else sum(both))
-
-
-def _fc_cost(profile, rows: int) -> dict:
-    """The cost of a 1024 -> 1024 fully connected layer (int8) on ``rows`` rows."""
-    weight = numpy_helper.from_array(np.ones((1024, 1024, 1, 1), np.float32), "w")
-    net = _int8([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [1, 1024, 1, rows],
-                "y", [weight])
-    return compile_graph(net, profile, COMPILE, "int8", "int8")["kernels"][0]["cost"]
 
 
 def test_a_weight_stream_moves_at_the_stream_rate_and_tiles_at_the_tile_rate():
@@ -263,21 +260,19 @@ def test_a_weight_stream_moves_at_the_stream_rate_and_tiles_at_the_tile_rate():
             assert doubled == plain
 
 
-def test_a_stream_rate_without_a_matrix_vector_product_is_refused(tmp_path):
-    (tmp_path / "bad.yaml").write_text((CONF / "hardware" / "nvdla_small.yaml").read_text()
-                                       .replace("dram: {bandwidth_gbps: 4.0, latency_ns: 150}",
-                                                "dram: {bandwidth_gbps: 4.0, latency_ns: 150, "
-                                                "stream_gbps: 6.0}"))
-    with pytest.raises(ProfileError, match=r"dram\.stream_gbps.*matvec_rows"):
-        load_profile(tmp_path / "bad.yaml")
-
-
-def test_overlap_without_a_matrix_vector_product_is_refused(tmp_path):
-    (tmp_path / "bad.yaml").write_text((CONF / "hardware" / "nvdla_small.yaml").read_text()
-                                       .replace("dma: {double_buffering: true}",
-                                                "dma: {double_buffering: true, "
-                                                "matvec_overlap: true}"))
-    with pytest.raises(ProfileError, match=r"dma\.matvec_overlap.*matvec_rows"):
+@pytest.mark.parametrize(("line", "with_key", "key"), [
+    ("dram: {bandwidth_gbps: 4.0, latency_ns: 150}",
+     "dram: {bandwidth_gbps: 4.0, latency_ns: 150, stream_gbps: 6.0}", r"dram\.stream_gbps"),
+    ("dma: {double_buffering: true}", "dma: {double_buffering: true, matvec_overlap: true}",
+     r"dma\.matvec_overlap")])
+def test_a_matrix_vector_key_without_a_matrix_vector_product_is_refused(tmp_path, line,
+                                                                        with_key, key):
+    """A weight-stream rate or overlap on a profile whose array has no matrix-vector mode
+    (``mac_array.matvec_rows`` 0) would price nothing: refused, naming the key."""
+    text = (CONF / "hardware" / "nvdla_small.yaml").read_text()
+    assert line in text  # the edit must bite
+    (tmp_path / "bad.yaml").write_text(text.replace(line, with_key))
+    with pytest.raises(ProfileError, match=rf"{key}.*matvec_rows"):
         load_profile(tmp_path / "bad.yaml")
 
 
