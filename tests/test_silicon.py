@@ -409,6 +409,17 @@ def test_a_host_softmax_pays_each_exp_its_runtime_evaluates_one_at_a_time():
     assert host["total_cycles"] > 10 * roofline["total_cycles"]  # the exps dominate
 
 
+def test_the_rk3562_runs_softmax_on_its_npu_where_the_rk3568_falls_back_to_its_host():
+    """RKNN-Toolkit2's rk3562 builds keep Softmax on the NPU (exSoftmax13, exSDPAttention)
+    where its rk3568 builds place it on the CPU: the rk3562 profile, which derives from the
+    rk3568's, adds it back, and its host's time per exp is then never paid."""
+    placed = {name: {k["name"]: k for k in _compile(_softmax_model(), _profile(name))[
+        "kernels"]} for name in ("rk3562", "rk3568")}
+    assert placed["rk3568"]["softmax"]["target"] == "cpu"
+    assert placed["rk3562"]["softmax"]["target"] == "npu"
+    assert placed["rk3562"]["softmax"]["cost"]["unit"] != "host"
+
+
 def test_vector_passes_retire_at_most_the_profiles_output_bytes_per_cycle():
     """A standalone elementwise pass on the RKNPU runs at the rate its output leaves it,
     whatever its operations per element; 16-bit elements take twice the cycles."""
