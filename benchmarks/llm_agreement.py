@@ -124,16 +124,14 @@ NOTES = """What was seen before what (published.yaml says it per row):
   order); npuflow, from the bytes, gave 17.2 (1.71x). Nothing public says what the
   RK3562 runtime does differently for it; the row stays a miss.
 - No language-model row set the rk3568 host's time per exp (`host.transcendental_ns`, 44.6
-  ns, fitted on three YOLO11 board pairs by `benchmarks/host_rates.py`), but the rk3562
-  profile inherits it with the rk3568's Softmax-on-the-CPU rule (RKNN's rk3568 builds), so
-  its attention's softmax now runs on the A53s at that rate: the three RK3562 rows, seen
-  at TTFT 0.41-0.45, moved to 0.78-0.83 and their decode by 3-5%. Whether rknn-llm runs
-  the RK3562's Softmax on its CPU is not public; the RK3576 and RK3588 profiles keep it on
-  the NPU (RKNN fuses attention there). The RK3562's CNN check pairs, run after, read
-  YOLOv10 and YOLO11 1.6x slow in npuflow against 1.3x for the plain detectors: its boards
-  evidently do not pay a CPU Softmax, so this agreement is not evidence. The RK3576's
-  lookup table now works in line with its array (`epilogue.lut_overlap`, from the CNN
-  pairs): its prefills lost 1-2%.
+  ns, fitted on three YOLO11 board pairs by `benchmarks/host_rates.py`). The rk3562
+  profile had inherited it with the rk3568's Softmax-on-the-CPU rule, which moved the
+  three RK3562 rows' TTFT from 0.41-0.45 to 0.78-0.83. RKNN-Toolkit2's own rk3562 builds
+  then showed Softmax on the NPU (YOLO11n's attention fused as exSDPAttention, PP-OCRv4
+  rec's exSoftmax13), so the rk3562 profile runs it there: the rows are back at TTFT
+  0.40-0.45, misses, and their decode went 3-7% faster. Whether rknn-llm runs anything of
+  the RK3562's prefill on its CPU is not public. The RK3576's lookup table now works in
+  line with its array (`epilogue.lut_overlap`, from the CNN pairs): its prefills lost 1-2%.
 - A decode step's weights now stream at their own DRAM rate (`dram.stream_gbps`: one
   sequential read, where the profiles' `dram.bandwidth_gbps` is the rate RKNN's estimate
   charges a convolution's tiles). It was written after every row here had been seen (the

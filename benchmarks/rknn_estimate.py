@@ -115,6 +115,16 @@ What the comparison shows:
   YOLOv10s check it (1.04 and 1.07 of their boards). On the RK3576 the lookup table works in
   line with the array (``epilogue.lut_overlap``), so npuflow's rest there is its vector,
   copy and transfer time, and whatever the table takes beyond the array.
+- **The RK3562** (its 21 pairs all check pairs, first built here at 8168651). npuflow's
+  convolutions take 0.96-1.14 of RKNN's rk3562 DDR + NPU, and some boards beat that sum
+  (mobilenet_v2 by 0.7 ms, yolov5s_relu by 2.8 ms: part of the DMA overlaps, as on the
+  RK3576; resnet50 and yolov6s sit on it). The misses are in the rest, where the rk3562
+  profile carries the RK3566/68's fitted table and elementwise rates: the boards' rest is
+  about half the RK3566/68's (yolov5s 9.8 against 18.0 ms, yolov8n 8.5 against 12.7).
+  These builds also showed Softmax on the rk3562's NPU (YOLO11n's attention as
+  exSDPAttention, PP-OCRv4 rec's exSoftmax13), which the profile had inherited as a CPU
+  fallback from the rk3568; it now runs there. No RK3562 rate was fitted: every RK3562
+  pair is a check pair, and no fit pair exists to read the rates from.
 - ``rknn.eval_perf()`` on the boards (per-layer time) would check the two rates layer by
   layer; it needs the board, which this project does not have.
 """
