@@ -46,8 +46,8 @@ from ops.work import Work
 
 __all__ = ["WIDTHS", "KernelCost", "array_compute", "array_shape", "auto_tiling",
            "bytes_per_cycle", "default_tiling", "gemm_bytes_per_cycle", "host_kernel_cost",
-           "latency_cycles",
-           "npu_kernel_cost", "operand_bytes", "sram_port_cycles", "staggered_cores"]
+           "latency_cycles", "npu_kernel_cost", "operand_bytes", "sram_port_cycles",
+           "staggered_cores"]
 
 
 def staggered_cores(lockstep: KernelCost, alone: KernelCost) -> KernelCost:
