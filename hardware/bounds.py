@@ -17,6 +17,7 @@ no notion of a range, hence this module.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
@@ -65,8 +66,10 @@ def choices(name: str, *values: str) -> type[StrEnum]:
     """An enum of allowed strings for a structured-config field. OmegaConf converts a
     string by member *name*, so each name is its value ("is" included, which the class
     syntax cannot spell); being a ``str``, a member compares, hashes and serialises as the
-    plain string, so code and cache keys see "cycles", not ``Objective.cycles``."""
-    return StrEnum(name, {v: v for v in values})
+    plain string, so code and cache keys see "cycles", not ``Objective.cycles``. It belongs
+    to the calling module, as a class statement there would, so a value holding it pickles
+    (a figure sent to the figure server)."""
+    return StrEnum(name, {v: v for v in values}, module=sys._getframe(1).f_globals["__name__"])
 
 
 def bounded(default: Any, allowed: Range, plausible: tuple[float, float] | None = None,

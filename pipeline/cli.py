@@ -36,6 +36,7 @@ from pipeline.errors import UserError, UserStop
 from pipeline.html_report import write_run_report
 from pipeline.reports.terminal import set_quiet
 from pipeline.running import interrupt
+from pipeline.running.hydra_mode import composed_once
 from pipeline.running.run_folder import release_claimed
 from pipeline.running.runner import DISK_ERRORS, run_pipeline
 from pipeline.sweeps.sweep import JOB_LINE, POINT_FILE
@@ -277,7 +278,8 @@ def main() -> None:
     with interrupt.handled():
         try:
             check_user_configs(sys.argv[1:])
-            app()
+            with composed_once(sys.argv[1:], Path(CONF_DIR)):
+                app()
         except interrupt.Interrupted as exc:
             interrupt.exit_for(exc)
         except UserStop as stop:

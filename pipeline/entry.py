@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import nullcontext
 from types import FrameType
 
 
@@ -58,9 +59,24 @@ def main() -> None:
 
         describe(sys.argv[2:])
         return
-    from pipeline.cli import main as run
+    from pipeline.reports.figures import figure_server
 
-    run()
+    with figure_server() if _draws_figures(sys.argv[1:]) else nullcontext():
+        from pipeline.cli import main as run
+
+        run()
+
+
+# Hydra's options that print instead of running: no figures to draw
+_PRINTING_FLAGS = frozenset({"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i",
+                             "--shell-completion", "-sc", "--version"})
+
+
+def _draws_figures(argv: list[str]) -> bool:
+    """A run or a sweep: its figure server is forked now, before the heavy imports, so
+    that matplotlib is imported on the second core while this one starts
+    (``pipeline.reports.figure_server``)."""
+    return not any(arg.split("=", 1)[0] in _PRINTING_FLAGS for arg in argv)
 
 
 def calibrate() -> None:

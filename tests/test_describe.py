@@ -179,10 +179,10 @@ def test_a_float_model_at_chance_is_called_out():
 def test_the_layer_error_plot_names_layers_and_marks_the_first_bad_one(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from pipeline.stages import quantize
+    from pipeline.quantization import plots
 
     seen: list = []
-    real_save = quantize.save_figure
+    real_save = plots.save_figure
 
     def keep(fig, path):
         ax = fig.axes[0]
@@ -191,10 +191,10 @@ def test_the_layer_error_plot_names_layers_and_marks_the_first_bad_one(tmp_path,
                      ax.yaxis.get_major_formatter().get_useOffset()))
         real_save(fig, path)
 
-    monkeypatch.setattr(quantize, "save_figure", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     rows = [{"layer": f"conv_{i}", "cosine": 0.99995 - 1e-5 * i, "isolated_cosine": None}
             for i in range(5)]
-    quantize.QuantizeStage._plot_layers(rows, tmp_path / "e.png", "conv_3", 0.99993)
+    plots.plot_layer_errors(rows, tmp_path / "e.png", "conv_3", 0.99993)
     labels, legend, offset = seen[0]
     assert labels == [f"conv_{i}" for i in range(5)]
     assert any("first layer under the threshold: conv_3" in text for text in legend)

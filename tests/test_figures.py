@@ -33,9 +33,9 @@ def _jobs(folder: Path) -> list:
 def test_side_by_side_gives_the_bytes_of_one_after_another(tmp_path, monkeypatch):
     (tmp_path / "seq").mkdir()
     (tmp_path / "par").mkdir()
-    monkeypatch.setattr(figures, "_cores", lambda: 1)
+    monkeypatch.setattr(figures, "cores", lambda: 1)
     figures.draw_all(_jobs(tmp_path / "seq"))
-    monkeypatch.setattr(figures, "_cores", lambda: 2)
+    monkeypatch.setattr(figures, "cores", lambda: 2)
     parent = os.getpid()
     figures.draw_all([*_jobs(tmp_path / "par"),
                       partial(_record_pid, tmp_path / "pids")])
@@ -50,13 +50,13 @@ def _record_pid(path: Path) -> None:
 
 
 def test_a_worker_s_error_is_raised_in_the_caller(monkeypatch, tmp_path):
-    monkeypatch.setattr(figures, "_cores", lambda: 2)
+    monkeypatch.setattr(figures, "cores", lambda: 2)
     with pytest.raises(ValueError, match="a figure's own error"):
         figures.draw_all([*_jobs(tmp_path), _fails])
 
 
 def _in_daemon(folder: str, queue: multiprocessing.Queue) -> None:
-    figures._cores = lambda: 2  # type: ignore[assignment]
+    figures.cores = lambda: 2  # type: ignore[assignment]
     figures.draw_all([partial(_record_pid, Path(folder) / "pid")])
     figures.draw_all([partial(_record_pid, Path(folder) / "a"),
                       partial(_record_pid, Path(folder) / "b")])
@@ -72,3 +72,54 @@ def test_a_daemonic_process_draws_its_figures_itself(tmp_path):
     child.join(60)
     assert child.exitcode == 0
     assert {(tmp_path / n).read_text() for n in ("pid", "a", "b")} == {str(pid)}
+
+
+def _unthreaded(monkeypatch) -> None:
+    """pytest-xdist's worker runs threads, where the CLI's process has none; the server's
+    check is for the CLI's case, so the test lifts it."""
+    from pipeline.reports import figure_server
+
+    monkeypatch.setattr(figure_server.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(figures, "cores", lambda: 2)
+
+
+def test_the_figure_server_draws_the_caller_s_bytes_in_its_own_process(tmp_path, monkeypatch):
+    (tmp_path / "here").mkdir()
+    (tmp_path / "served").mkdir()
+    monkeypatch.setattr(figures, "cores", lambda: 1)
+    figures.draw_all(_jobs(tmp_path / "here"))
+    _unthreaded(monkeypatch)
+    with figures.figure_server():
+        server = figures._SERVER[-1]
+        figures.draw_all([*_jobs(tmp_path / "served"), partial(_record_pid, tmp_path / "pid")])
+        figures.draw_all([partial(_record_pid, tmp_path / "pid2")])  # a second request
+    for i in range(3):
+        assert (tmp_path / "served" / f"{i}.png").read_bytes() == \
+            (tmp_path / "here" / f"{i}.png").read_bytes()
+    drawn_by = {int((tmp_path / n).read_text()) for n in ("pid", "pid2")}
+    assert os.getpid() not in drawn_by
+    assert server.pid in drawn_by or len(drawn_by) == 2  # the server, or its pool's workers
+    assert not figures._SERVER  # closed with its block
+    _, status = os.waitpid(server.pid, 0)  # it exits once its pipe is closed
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_figure_that_fails_in_the_server_fails_the_caller(tmp_path, monkeypatch):
+    _unthreaded(monkeypatch)
+    with figures.figure_server(), pytest.raises(RuntimeError, match="a figure's own error"):
+        figures.draw_all([_fails])
+
+
+def test_a_figure_that_does_not_pickle_is_drawn_by_the_caller(tmp_path, monkeypatch):
+    _unthreaded(monkeypatch)
+    with figures.figure_server():
+        figures.draw_all([lambda: _record_pid(tmp_path / "pid")])
+    assert int((tmp_path / "pid").read_text()) == os.getpid()
+
+
+def test_a_threaded_process_starts_no_figure_server(monkeypatch):
+    from pipeline.reports import figure_server
+
+    monkeypatch.setattr(figure_server.threading, "active_count", lambda: 2)
+    monkeypatch.setattr(figures, "cores", lambda: 2)
+    assert figure_server.start() is None

@@ -16,8 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 from hardware.cost import WIDTHS
 from hardware.host import layout_conversion_seconds, link_seconds
 from hardware.profile import PRECISIONS, HardwareProfile
@@ -272,7 +270,10 @@ def optimal_targets(decisions: list[Decision], graph: Graph, profile: HardwarePr
     however many readers cross (the exact cut of a hyperedge: Lawler, *Cutsets and
     partitions of hypergraphs*, Networks 3, 1973). NPU -> host: writer -> x (cost),
     x -> each reader (infinite). Host -> NPU: each reader -> y (infinite), y -> writer
-    (cost)."""
+    (cost). networkx is imported here: ~0.14 s that a run whose compile is restored from the
+    cache does not pay."""
+    import networkx as nx
+
     g = nx.DiGraph()
     for i, d in enumerate(decisions):
         g.add_edge("npu", i, capacity=float(d.cpu_cycles))

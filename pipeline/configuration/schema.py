@@ -325,6 +325,8 @@ class NpuflowConfig:
 
 
 def register_configs() -> None:
-    """Register the schemas; safe to call more than once."""
+    """Register the schemas; safe to call more than once, and a second call (Hydra's plugin
+    scan after the CLI's import) does not build the schema node again (~60 ms)."""
     cs = ConfigStore.instance()
-    cs.store(name="npuflow_schema", node=NpuflowConfig)
+    if "npuflow_schema.yaml" not in cs.repo:
+        cs.store(name="npuflow_schema", node=NpuflowConfig)

@@ -15,14 +15,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline import metrics as metric_components
 from pipeline import onnx_io
-from pipeline.artifacts import pyplot, save_figure, write_csv, write_json
+from pipeline.artifacts import write_csv, write_json
 from pipeline.datasets import loaders
 from pipeline.errors import UserError
 from pipeline.llm import source as llm_source
 from pipeline.optimizer import graph_edit
-from pipeline.quantization import accuracy, as_is, auto, schemes, sensitivity
+from pipeline.quantization import accuracy, as_is, auto, plots, schemes, sensitivity
 from pipeline.quantization import layers as qlayers
 from pipeline.quantization.evaluation import Evaluator
+from pipeline.reports.figures import draw_all
 from pipeline.running import memory_budget
 from pipeline.running.interrupt import worker_pool
 from pipeline.stages.base import Stage, StageInputs, StageResult, latest_model
@@ -203,7 +204,11 @@ class QuantizeStage(Stage):
             extra["auto"] = {"stop": found.stop, "float_layers": found.float_layers,
                              "trials": len(found.curve) - 1}
             write_json(out_dir / "auto_curve.json", found.curve)
-            self._plot_curve(found.curve, judge(), out_dir / "auto_curve.png")
+            evaluator = judge()
+            key = evaluator.objective_key if evaluator.labelled else "output_cosine"
+            draw_all([functools.partial(plots.plot_auto_curve, found.curve, key,
+                              evaluator.float_scores.get(key) if evaluator.labelled else None,
+                              out_dir / "auto_curve.png")])
         if exclude:
             schemes.quantize_int(float_path, out_dir / "model.onnx", cache, q, exclude)
         else:  # the fully quantized model made above to find the layers
@@ -223,7 +228,8 @@ class QuantizeStage(Stage):
         min_layer_cosine, for npuflow's own quantization and a kept one alike."""
         self._layers_csv(rows, out_dir / "layers.csv")
         jump = accuracy.first_jump(rows, "cosine", analysis.jump_cosine)
-        self._plot_layers(rows, out_dir / "layer_error.png", jump, analysis.jump_cosine)
+        draw_all([functools.partial(plots.plot_layer_errors, rows, out_dir / "layer_error.png",
+                                    jump, analysis.jump_cosine)])
         if jump:
             log.warning("first layer whose output cosine drops below %s: '%s'",
                         analysis.jump_cosine, jump)
@@ -262,58 +268,3 @@ class QuantizeStage(Stage):
     @staticmethod
     def _layers_csv(rows: list[dict], path: Path) -> None:
         write_csv(path, rows, list(rows[0]) if rows else list(accuracy.LAYER_COLUMNS))
-
-    @staticmethod
-    def _plot_layers(rows: list[dict], path: Path, jump: str | None = None,
-                     threshold: float | None = None) -> None:
-        """Accumulated and isolated cosine per layer, the layers named on the axis (every
-        k-th when there are more than fit), the threshold and the first layer under it
-        marked: the layer to look at first."""
-        plt = pyplot()
-        fig, ax = plt.subplots(figsize=(11, 4.6))
-        xs = range(len(rows))
-        ax.plot(xs, [r["cosine"] if r["cosine"] is not None else float("nan") for r in rows],
-                marker=".", label="accumulated (whole model; gaps: layers kept float)")
-        iso = [(i, r["isolated_cosine"]) for i, r in enumerate(rows)
-               if r["isolated_cosine"] is not None]
-        if iso:
-            ax.scatter([i for i, _ in iso], [c for _, c in iso], color="#d62728", s=12,
-                       label="isolated (layer alone)", zorder=3)
-        if threshold is not None:
-            ax.axhline(threshold, color="grey", linestyle=":", linewidth=1,
-                       label=f"quant.analysis.jump_cosine {threshold:g}")
-        names = [str(r.get("layer", i)) for i, r in enumerate(rows)]
-        if jump in names:
-            at = names.index(jump)
-            ax.axvline(at, color="#ff7f0e", linewidth=1.2,
-                       label=f"first layer under the threshold: {jump}")
-        every = max(1, -(-len(rows) // 60))
-        ticks = list(range(0, len(rows), every))
-        ax.set_xticks(ticks)
-        ax.set_xticklabels([names[i][:28] for i in ticks], rotation=90, fontsize=6)
-        ax.set_xlabel("layer (graph order)" + (f", every {every}th named" if every > 1 else ""))
-        ax.set_ylabel("cosine vs fp32")
-        ax.set_title("per-layer quantization error")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        save_figure(fig, path)
-
-    @staticmethod
-    def _plot_curve(curve: list[dict], judge: Evaluator, path: Path) -> None:
-        plt = pyplot()
-        key = judge.objective_key if judge.labelled else "output_cosine"
-        fig, ax = plt.subplots(figsize=(6.5, 4))
-        kept = [p for p in curve if p["kept"]]
-        tried = [p for p in curve if not p["kept"]]
-        ax.plot([p["float_layers"] for p in kept], [p[key] for p in kept], marker="o",
-                label="kept (improves)")
-        ax.scatter([p["float_layers"] + 1 for p in tried], [p[key] for p in tried],
-                   marker="x", color="#d62728", label="tried, rejected", zorder=3)
-        if judge.labelled:
-            ax.axhline(judge.float_scores[key], color="grey", linestyle="--", label="fp32")
-        ax.set_xlabel("layers kept float")
-        ax.set_ylabel(key)
-        ax.set_title("automatic mixed precision (latency per point: compile/auto_curve.json)")
-        ax.legend()
-        fig.tight_layout()
-        save_figure(fig, path)
