@@ -122,4 +122,4 @@ def test_a_threaded_process_starts_no_figure_server(monkeypatch):
 
     monkeypatch.setattr(figure_server.threading, "active_count", lambda: 2)
     monkeypatch.setattr(figures, "cores", lambda: 2)
-    assert figure_server.start() is None
+    assert figure_server.start(figures.draw_local) is None

@@ -5,8 +5,9 @@ Why: a cold run's figures were ~1 s of its ~2.8 s on two cores, and most of that
 importing matplotlib (~0.45 s) on the run's critical path, after the stage work had left
 the second core idle. Forked before the heavy work, the server pays that import beside it;
 when a stage asks for its figures, they are pickled to the server and drawn there (by
-``figures.draw_local``, so by the same code, into the same bytes), and the stage waits for
-them before its output is kept: a stage's folder is never stored without its figures.
+``figures.draw_local``, handed to ``start``: the same code, so the same bytes), and the
+stage waits for them before its output is kept: a stage's folder is never stored without
+its figures.
 
 Only the process that started the server uses it (a pool launcher's workers, forked later,
 draw their own); figures that do not pickle (a closure) are drawn in the caller. The server
@@ -25,6 +26,8 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
+
+Draw = Callable[[Sequence[Callable[[], None]]], None]
 
 # what the server imports while it waits: pyplot and the modules whose functions draw a
 # run's figures (unpickling a figure imports its module)
@@ -65,9 +68,8 @@ class FigureServer:
             os.waitpid(self.pid, os.WNOHANG)
 
 
-def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
+def _serve(requests: BinaryIO, replies: BinaryIO, draw: Draw) -> None:
     from pipeline.artifacts import pyplot
-    from pipeline.reports.figures import draw_local
 
     pyplot()
     for module in WARM_MODULES:
@@ -80,18 +82,17 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
         failure = None
         try:
             os.chdir(cwd)
-            draw_local(figures)
+            draw(figures)
         except BaseException:
             failure = traceback.format_exc()
         pickle.dump(failure, replies)
         replies.flush()
 
 
-def start() -> FigureServer | None:
-    """Fork the server; None where forking is not available or would not help."""
-    from pipeline.reports.figures import cores
-
-    if not hasattr(os, "fork") or cores() < 2 or threading.active_count() > 1:
+def start(draw: Draw) -> FigureServer | None:
+    """Fork the server, which calls ``draw`` on each request's figures; None where forking
+    is not available or not safe."""
+    if not hasattr(os, "fork") or threading.active_count() > 1:
         return None  # a child forked from a threaded process may inherit a held lock
     request_read, request_write = os.pipe()
     reply_read, reply_write = os.pipe()
@@ -105,7 +106,7 @@ def start() -> FigureServer | None:
             os.close(reply_read)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run's Ctrl-C is the run's
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            _serve(os.fdopen(request_read, "rb"), os.fdopen(reply_write, "wb"))
+            _serve(os.fdopen(request_read, "rb"), os.fdopen(reply_write, "wb"), draw)
         except BaseException:
             code = 1
         finally:

@@ -46,7 +46,7 @@ def figure_server() -> Iterator[None]:
     its start (``figure_server.start``); it is closed at the end."""
     from pipeline.reports import figure_server as server
 
-    started = server.start()
+    started = server.start(draw_local) if cores() >= 2 else None
     if started is not None:
         _SERVER.append(started)
     try:
