@@ -84,13 +84,14 @@ def _ending_quickly(command: Callable[[], None]) -> None:
     writes is closed by then (artifacts are written atomically, in ``with`` blocks); the
     exit handlers (logging's flush, multiprocessing's joins) still run, then stdout and
     stderr are flushed and the process ends with the command's exit code. A bug's
-    traceback, or a thread still running, takes the ordinary way out."""
+    traceback, a thread still running, or a profiler or tracer (cProfile, pyinstrument,
+    coverage: they write their results at the ordinary exit) takes the ordinary way out."""
     try:
         command()
         code: object = 0
     except SystemExit as stop:
         code = stop.code
-    if threading.active_count() > 1:
+    if threading.active_count() > 1 or sys.getprofile() or sys.gettrace():
         raise SystemExit(code)
     if code is not None and not isinstance(code, int):  # SystemExit("text"): as Python does
         print(code, file=sys.stderr)
