@@ -112,3 +112,22 @@ def test_a_sweep_stopped_before_its_first_job_gives_the_folder_back(tmp_path):
     code, lines, _ = npuflow(*args, "simulate.frames=2,3")
     assert code == 0, lines
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1"]
+
+
+def test_a_file_of_records_reads_back_whole_with_one_record_a_line(tmp_path):
+    import json
+
+    from pipeline.artifacts import write_json
+
+    plan = {"graph": "g", "kernels": [{"name": f"k{i}", "cost": {"cycles": i * 1.5}}
+                                      for i in range(3)], "memory": {"peak": 7}, "empty": []}
+    write_json(tmp_path / "plan.json", plan, rows=True)
+    text = (tmp_path / "plan.json").read_text()
+    assert json.loads(text) == plan
+    lines = text.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}" and text.endswith("}\n")
+    assert sum(line.strip().startswith('{"cost"') for line in lines) == 3  # a kernel a line
+    assert [line.split(":")[0].strip() for line in lines if line.startswith('  "')] == \
+        ['"empty"', '"graph"', '"kernels"', '"memory"']  # the keys sorted, one a line
+    write_json(tmp_path / "again.json", plan, rows=True)
+    assert (tmp_path / "again.json").read_bytes() == text.encode()

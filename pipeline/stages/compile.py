@@ -58,7 +58,7 @@ class CompileStage(Stage):
         model, graph, scheme, float_precision = self.compile_input(inputs, cfg)
         written = compile_graph(graph, profile, cfg.compile, scheme, float_precision)
         plan = Plan.from_json(written)  # the writer's output checked against the types
-        write_json(out_dir / "plan.json", written)
+        write_json(out_dir / "plan.json", written, rows=True)
         remember_plan(out_dir / "plan.json", plan)
         onnx_io.save_model(annotate(model, plan), out_dir / "model.annotated.onnx")
         write_json(out_dir / "memory.json", {"memory": written["memory"],

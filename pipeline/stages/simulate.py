@@ -86,7 +86,7 @@ class SimulateStage(Stage):
         write_json(out_dir / "timeline.json", [
             {"name": t.name, "resource": t.resource, "category": t.category,
              "start": t.start, "end": t.end, "critical": i in critical}
-            for i, t in enumerate(single + dma)])
+            for i, t in enumerate(single + dma)], rows=True)
         write_json(out_dir / "breakdown.json", parts)
         write_text(out_dir / "breakdown.md", report.breakdown_markdown(parts))
         if sim.plots is not False:  # None (auto): the CLI sets False for a sweep job
