@@ -240,26 +240,35 @@ EXPLANATION = """\
 What this says, against issue 40's targets (this machine's timings drift by 20% from one
 minute to the next; only ratios within one run are compared):
 
-- **A cold run is ~12.5x Vela, before and after** (median 12.7x before, 12.6x now; Vela
-  runs its whole job in 0.2-0.3 s). A profile of npuflow's cold run on resnet8
-  (pyinstrument, 6.3 s under the profiler for 4.4 s without): simulate's three plots 1.35 s
-  (drawn side by side since, `pipeline/reports/figures.py`: -0.3 to -0.45 s a run),
-  quantize's per-layer plot 0.98 s (0.72 s of it matplotlib's import), onnxslim's import
-  0.67 s (0.2 s of it sympy, which its symbolic shape inference imports at load), Hydra's
-  two compositions of the config (its `get_mode`, then the run's own) ~0.9 s and its
-  plugin scan 0.3 s, `pipeline.cli`'s imports 0.64 s, networkx's 0.24 s; export, compile
-  and simulate's own work are under 0.1 s each. Importing matplotlib in a process forked
-  at the run's start was tried and measured here no faster (2.8-3.7 s either way):
-  onnxruntime's calibration and the per-layer analysis already use both cores. A run
-  under Vela's time would need a path without onnxruntime's quantizer, Hydra and the
-  report's default plots. Not met.
-- **The 32-point compile grid is 3.0x one warm run on the pool launcher** (4.0x before
-  in this run, 3.2x at the last stop; target 2x). Each point compiles (fixed tiles: ~25
-  ms of costing, ~15 ms writing plan.json and the annotated model) and simulates (~20
-  ms); start-up (~1.2 s, most of the warm run)
-  and the end-of-sweep figures (~0.6 s) are paid once. At 2x the 32 points would have
-  ~0.6 s on two workers, under 40 ms a point. Not met.
-- **The design-space grid: 549 -> 1,137 points/min in this run** (target 1,000; 1,006 at
+- **A cold run is 8.9x Vela (median; 12.8x before in this run, 12.6x at the last stop):
+  1.70-2.17 s against Vela's 0.19-0.23 s.** Not met. A profile of the cold run on resnet8
+  at the last stop (pyinstrument): its figures ~1 s (matplotlib's import 0.45 s of it, on
+  the critical path), onnxslim's import 0.3 s (sympy), Hydra's two compositions 0.3 s each
+  and its plugin scan 0.15 s, `pipeline.cli`'s imports 0.45 s, the interpreter's teardown
+  after the last line 0.25 s; export, compile and simulate's own work under 0.1 s each.
+  What changed, each with the same metrics and figure bytes as before:
+  a figure server forked as the command starts imports matplotlib on the second core
+  beside the run's own start and draws every figure the run asks for
+  (`pipeline/reports/figure_server.py`; quantize's per-layer plot 0.6 -> 0.15 s on the
+  critical path); Hydra's `get_mode` composition is skipped where nothing can set
+  `hydra.mode` (`pipeline/running/hydra_mode.py`, -0.3 s); the console commands end
+  without the interpreter's teardown once the exit handlers ran (`pipeline/entry.py`,
+  -0.25 s); networkx is imported where the placement's min-cut runs (-0.14 s on a run
+  whose compile is cached); the config schema is built once, not twice (-0.06 s). What is
+  left is mostly imports (numpy, onnx, onnxruntime, Hydra, onnxslim and sympy: ~0.9 s),
+  one Hydra composition (0.3 s) and the figures the report shows (~0.3-0.5 s waited for):
+  Vela's whole job fits in less than npuflow's imports.
+- **The 32-point compile grid is 3.4x one warm run on the pool launcher** (4.2x before in
+  this run; target 2x): 3.1 s against 6.3 s before and 3.65 s at the last stop, but the
+  warm run it is measured against fell more (1.49 -> 0.91 s: the start-up work above).
+  Not met. Each point compiles (fixed tiles: costing ~35 ms, writing plan.json ~5 ms, now
+  one kernel a line at the C encoder's speed instead of indented, ~15 ms before; the
+  annotated model ~10 ms) and simulates (~11 ms), plus the stage cache's digests (~15
+  ms); the end-of-sweep figures (the Pareto plot and the picked jobs' three plots: 7
+  figures, ~0.8 s on two cores) and start-up (~0.75 s) are paid once. At 2x, 1.8 s would
+  leave nothing for the 32 points once start-up and the figures the summary shows are
+  paid.
+- **The design-space grid: 510 -> 1,210 points/min in this run** (target 1,000; 1,137 at
   the last stop): met. A sweep's jobs
   share, read-only, the groups their values do not change (the hardware profile's node was
   half of each job's ~11 ms deep copy); a job that writes one of them (a sweep job turning
@@ -269,8 +278,8 @@ minute to the next; only ratios within one run are compared):
   override lines are parsed once; a quiet job starts no progress display; the costing
   reads `compile.tiling` once per plan. Every job's metrics and .hydra files are equal to
   before.
-- **The batch evaluator: 14,963 points/min on two workers in this run** (8,413 on one;
-  8,530 and 5,190 at the last stop): met. A point's cost was spread over the array's
+- **The batch evaluator: 15,618 points/min on two workers in this run** (8,125 on one;
+  14,963 and 8,413 at the last stop): met. A point's cost was spread over the array's
   costing, and much of it was answers that do not change between points: the array's
   compute estimate depends on the `mac_array` section alone, which a clock or bandwidth
   what-if keeps, so it is remembered per section object (profiles are frozen values); a
@@ -278,8 +287,8 @@ minute to the next; only ratios within one run are compared):
   cached as such; the port-shared profile of a multi-core kernel is made once per profile.
   Equal to full runs at every checked point, and every run's plan and metrics are
   byte-identical (checked on mobilenet_v2 int8 on rk3588).
-- **light_vgg19's optimize: 19.0 -> 10.2 s in this run, byte-identical output; ~22x its
-  export (0.5 s here).** The light model is 10 KB: its 575 MB of weights are
+- **light_vgg19's optimize: 20.2 -> 12.2 s in this run, byte-identical output; ~26x its
+  export (0.46 s here; 22x at the last stop, the same code: this machine's drift).** The light model is 10 KB: its 575 MB of weights are
   ConstantOfShape nodes that onnxslim folds, so optimize is where they first exist.
   Measured alone in one process: onnxslim's fold 2.7 s, serialising its result 1.1 s, an
   onnxruntime session on it 1.6 s, writing the file 1.6 s. The fold that produces the

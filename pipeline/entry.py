@@ -67,9 +67,9 @@ def _command() -> None:
 
         describe(sys.argv[2:])
         return
-    from pipeline.reports.figures import figure_server
+    from pipeline.reports.figures import serving_figures
 
-    with figure_server() if _draws_figures(sys.argv[1:]) else nullcontext():
+    with serving_figures() if _draws_figures(sys.argv[1:]) else nullcontext():
         from pipeline.cli import main as run
 
         run()

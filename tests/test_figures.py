@@ -89,7 +89,7 @@ def test_the_figure_server_draws_the_caller_s_bytes_in_its_own_process(tmp_path,
     monkeypatch.setattr(figures, "cores", lambda: 1)
     figures.draw_all(_jobs(tmp_path / "here"))
     _unthreaded(monkeypatch)
-    with figures.figure_server():
+    with figures.serving_figures():
         server = figures._SERVER[-1]
         figures.draw_all([*_jobs(tmp_path / "served"), partial(_record_pid, tmp_path / "pid")])
         figures.draw_all([partial(_record_pid, tmp_path / "pid2")])  # a second request
@@ -106,13 +106,13 @@ def test_the_figure_server_draws_the_caller_s_bytes_in_its_own_process(tmp_path,
 
 def test_a_figure_that_fails_in_the_server_fails_the_caller(tmp_path, monkeypatch):
     _unthreaded(monkeypatch)
-    with figures.figure_server(), pytest.raises(RuntimeError, match="a figure's own error"):
+    with figures.serving_figures(), pytest.raises(RuntimeError, match="a figure's own error"):
         figures.draw_all([_fails])
 
 
 def test_a_figure_that_does_not_pickle_is_drawn_by_the_caller(tmp_path, monkeypatch):
     _unthreaded(monkeypatch)
-    with figures.figure_server():
+    with figures.serving_figures():
         figures.draw_all([lambda: _record_pid(tmp_path / "pid")])
     assert int((tmp_path / "pid").read_text()) == os.getpid()
 

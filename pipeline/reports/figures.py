@@ -19,13 +19,17 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from pipeline.artifacts import pyplot
+
+if TYPE_CHECKING:
+    from pipeline.reports.figure_server import FigureServer
 
 Figure = Callable[[], None]
 
 _FIGURES: list[Figure] = []  # set in the parent before the fork, read by index in workers
-_SERVER: list = []  # the figure server this process started, while it runs
+_SERVER: list[FigureServer] = []  # the figure server this process started, while it runs
 
 
 def _draw(index: int) -> None:
@@ -41,7 +45,7 @@ def cores() -> int:
 
 
 @contextmanager
-def figure_server() -> Iterator[None]:
+def serving_figures() -> Iterator[None]:
     """Within this block, this process's figures are drawn by a figure server forked at
     its start (``figure_server.start``); it is closed at the end."""
     from pipeline.reports import figure_server as server
