@@ -3,6 +3,7 @@ a worker's error raised in the caller, no children from a daemonic process."""
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 from functools import partial
@@ -104,10 +105,31 @@ def test_the_figure_server_draws_the_caller_s_bytes_in_its_own_process(tmp_path,
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-def test_a_figure_that_fails_in_the_server_fails_the_caller(tmp_path, monkeypatch):
+class _Unrebuildable(Exception):
+    def __init__(self, text: str, *, where: str) -> None:
+        super().__init__(text)
+        self.where = where
+
+
+def _disk_full() -> None:
+    raise OSError(errno.ENOSPC, "No space left on device", "/run/simulate/timeline.png")
+
+
+def _fails_oddly() -> None:
+    raise _Unrebuildable("an odd error", where="here")
+
+
+def test_a_figure_that_fails_in_the_server_fails_the_caller_with_its_error(monkeypatch):
     _unthreaded(monkeypatch)
-    with figures.serving_figures(), pytest.raises(RuntimeError, match="a figure's own error"):
-        figures.draw_all([_fails])
+    with figures.serving_figures():
+        with pytest.raises(ValueError, match="a figure's own error"):
+            figures.draw_all([_fails])
+        with pytest.raises(OSError) as full:  # the runner's one line for a full disk
+            figures.draw_all([_disk_full])
+        assert full.value.errno == errno.ENOSPC
+        assert full.value.filename == "/run/simulate/timeline.png"
+        with pytest.raises(RuntimeError, match="_Unrebuildable: an odd error"):
+            figures.draw_all([_fails_oddly])  # what does not travel, told as its traceback
 
 
 def test_a_figure_that_does_not_pickle_is_drawn_by_the_caller(tmp_path, monkeypatch):

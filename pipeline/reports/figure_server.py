@@ -18,6 +18,7 @@ killed, or stops with an error. POSIX only; elsewhere nothing is forked.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import signal
@@ -46,7 +47,7 @@ class FigureServer:
         the server is gone, so the caller draws them itself."""
         try:
             request = pickle.dumps((os.getcwd(), list(figures)))
-        except (pickle.PicklingError, AttributeError, TypeError):
+        except (pickle.PicklingError, AttributeError, TypeError, OSError):
             return False
         try:
             self._requests.write(len(request).to_bytes(8, "little") + request)
@@ -54,6 +55,8 @@ class FigureServer:
             failure = pickle.load(self._replies)
         except (BrokenPipeError, EOFError, OSError):
             return False
+        if isinstance(failure, BaseException):  # the figure's own exception (a full disk
+            raise failure  # stays an OSError, which the runner reports in one line)
         if failure is not None:
             raise RuntimeError(f"drawing a figure failed in the figure server:\n{failure}")
         return True
@@ -71,6 +74,11 @@ class FigureServer:
 def _serve(requests: BinaryIO, replies: BinaryIO, draw: Draw) -> None:
     from pipeline.artifacts import pyplot
 
+    # matplotlib's warnings and log records went to the run's log file in the run's own
+    # process; the server was forked before that file was opened: they are dropped here,
+    # not printed over the run's console
+    logging.captureWarnings(True)
+    logging.getLogger().handlers[:] = [logging.NullHandler()]
     pyplot()
     for module in WARM_MODULES:
         __import__(module)
@@ -79,14 +87,22 @@ def _serve(requests: BinaryIO, replies: BinaryIO, draw: Draw) -> None:
         if len(size) < 8:
             return
         cwd, figures = pickle.loads(requests.read(int.from_bytes(size, "little")))
-        failure = None
+        failure: object = None
         try:
             os.chdir(cwd)
             draw(figures)
-        except BaseException:
-            failure = traceback.format_exc()
+        except Exception as exc:  # told to the parent, which raises it
+            failure = exc if _pickles(exc) else traceback.format_exc()
         pickle.dump(failure, replies)
         replies.flush()
+
+
+def _pickles(exc: BaseException) -> bool:
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # an exception class that does not rebuild from its arguments
+        return False
+    return True
 
 
 def start(draw: Draw) -> FigureServer | None:
