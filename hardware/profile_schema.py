@@ -27,6 +27,7 @@ Layout = choices("Layout", "NHWC", "NCHW")
 DepthwiseUnit = choices("DepthwiseUnit", "array", "vector", "engine")
 WeightCompression = choices("WeightCompression", "none", "entropy")
 Precision = choices("Precision", *PRECISIONS)
+OutputCounts = choices("OutputCounts", "byte", "element")
 
 
 @dataclass
@@ -183,10 +184,14 @@ class VectorUnit:
 
     lanes: int = bounded(MISSING, AT_LEAST_1, plausible=(1, 65536))
     chains: bool = True
-    # output bytes a pass retires per cycle at most, whatever its operations per element
-    # (NVDLA specifies its SDP / PDP in elements per cycle; a byte-wide path retires half
-    # as many 16-bit elements); 0: only ``lanes`` binds
+    # output bytes a pass retires per cycle at most, whatever its operations per element;
+    # 0: only ``lanes`` binds
     output_bytes_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
+    # what that cap counts: byte (a byte-wide path retires half as many 16-bit elements)
+    # or element (a path as wide as its widest type: the cap is in int8 bytes, and a
+    # 16-bit element passes at an int8 element's rate, as NVDLA specifies its SDP / PDP
+    # throughput, in elements per cycle)
+    output_counts: OutputCounts = OutputCounts.byte
 
 
 @dataclass

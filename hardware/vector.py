@@ -15,8 +15,9 @@ from hardware.profile_schema import VectorUnit
 
 def vector_cycles(ops: int, output_bytes: int, unit: VectorUnit) -> int:
     """ceil(ops / lanes), and at least ceil(output bytes / output_bytes_per_cycle) where
-    the profile caps what a pass retires per cycle (``vector_unit.output_bytes_per_cycle``:
-    NVDLA's SDP is specified in elements per cycle, whatever the op)."""
+    the profile caps what a pass retires per cycle (``vector_unit.output_bytes_per_cycle``;
+    the caller counts a 16-bit element as one byte where ``vector_unit.output_counts`` is
+    element: NVDLA's SDP is specified in elements per cycle, whatever the op)."""
     if unit.lanes <= 0:
         raise ValueError("vector_unit.lanes must be > 0")
     cycles = math.ceil(ops / unit.lanes)

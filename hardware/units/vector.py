@@ -26,6 +26,6 @@ class VectorUnit(Unit):
     def cost(work: Work, precision: str, profile: HardwareProfile, where: Operands
              ) -> KernelCost:
         ops = work.vector_ops + (work.macs if work.unit == ARRAY else 0)
-        compute = vector_cycles(ops, work.output_elems * WIDTHS[precision][0],
-                                profile.vector_unit)
+        width = 1 if profile.vector_unit.output_counts == "element" else WIDTHS[precision][0]
+        compute = vector_cycles(ops, work.output_elems * width, profile.vector_unit)
         return streamed(work, precision, profile, where, VECTOR, compute)
