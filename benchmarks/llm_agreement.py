@@ -142,6 +142,12 @@ NOTES = """What was seen before what (published.yaml says it per row):
   of 33 to 32 of 33 within 1.5x (RK3588 1.05-1.13, RK3576 0.78-1.21); every check row is
   marked seen. TTFTs fell by 0-3.8% (the LM head at the prompt's last position is a
   matrix-vector product).
+- The rk35xx output stage now retires a 16-bit element at an int8 element's rate
+  (`vector_unit.output_counts: element`, NVDLA's SDP throughput in elements per cycle),
+  chosen on the four CNN pairs that run fp16 (PP-OCRv4 rec), none of these rows. The
+  RK3576's w4a16 and w4a16_g128 prefills, whose activations are fp16, got 2.5-10.6%
+  faster (their TTFT was already low: no row crossed the bar); every int8 figure and every
+  decode is unchanged.
 """
 
 

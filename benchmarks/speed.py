@@ -288,7 +288,8 @@ minute to the next; only ratios within one run are compared):
   Equal to full runs at every checked point, and every run's plan and metrics are
   byte-identical (checked on mobilenet_v2 int8 on rk3588).
 - **light_vgg19's optimize: 20.2 -> 12.2 s in this run, byte-identical output; ~26x its
-  export (0.46 s here; 22x at the last stop, the same code: this machine's drift).** The light model is 10 KB: its 575 MB of weights are
+  export (0.46 s here; 22x at the last stop, the same code: this machine's drift).** The
+  light model is 10 KB: its 575 MB of weights are
   ConstantOfShape nodes that onnxslim folds, so optimize is where they first exist.
   Measured alone in one process: onnxslim's fold 2.7 s, serialising its result 1.1 s, an
   onnxruntime session on it 1.6 s, writing the file 1.6 s. The fold that produces the
