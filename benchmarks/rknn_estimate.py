@@ -102,22 +102,23 @@ What the comparison shows:
   them npuflow ran SiLU as two vector passes and every elementwise layer at the DRAM rate
   (17 GB/s): PP-OCRv4 det and rec were at 0.57 / 0.49 on the RK3588 and 0.52 / 0.45 on
   the RK3566/68.
-- **Where the disagreement lives** (the second table). npuflow's convolution kernels take
-  about RKNN's DDR + NPU cycles on every build (resnet50 on the RK3588 1.32: the systolic
-  fill and drain of its folds on 7x7 and 14x14 maps), so what is left of each miss is in
-  the rest. The networks the rates were read from fit them by construction; the others
-  check them: YOLOv6, YOLOv7-tiny and YOLOX (ReLU, LeakyReLU and SiLU detectors added
-  after the profiles were fixed), and PP-OCRv4 rec in fp16, whose elementwise layers paid
-  two bytes per element until the output stage counted elements (its rest 1.30 -> 0.78 of
-  the board's on the RK3588, 3.04 -> 1.79 on the RK3576, 2.93 -> 1.79 on the RK3562; only
-  its four rows were re-run at 32662ef, no int8 figure moves). On the RK3566/68, YOLO11
-  and YOLOv10 add an attention block whose Softmax RKNN runs on the CPU (exSoftmax13), and
-  the board's rest grew with it (YOLO11n's 2 x 400 x 400 softmax, YOLO11s' 4 x 400 x 400)
-  where npuflow's vectorised host charged 0.08 and 0.16 ms. The three YOLO11 pairs set the host's time per exp on that fallback
-  path (``host.transcendental_ns``, 44.6 ns: ``benchmarks/host_rates.py``); YOLOv10n and
-  YOLOv10s check it (1.04 and 1.07 of their boards). On the RK3576 the lookup table works in
-  line with the array (``epilogue.lut_overlap``), so npuflow's rest there is its vector,
-  copy and transfer time, and whatever the table takes beyond the array.
+- **Where the disagreement lives** (the second table). npuflow's convolution kernels
+  take about RKNN's DDR + NPU cycles on every build (resnet50 on the RK3588 1.32: the
+  systolic fill and drain of its folds on 7x7 and 14x14 maps), so what is left of each
+  miss is in the rest. The networks the rates were read from fit them by construction;
+  the others check them: YOLOv6, YOLOv7-tiny and YOLOX (ReLU, LeakyReLU and SiLU
+  detectors added after the profiles were fixed), and PP-OCRv4 rec in fp16, whose
+  elementwise layers paid two bytes per element until the output stage counted elements
+  (its rest 1.30 -> 0.78 of the board's on the RK3588, 3.04 -> 1.79 on the RK3576, 2.93
+  -> 1.79 on the RK3562; only its four rows were re-run at 32662ef, no int8 figure
+  moves). On the RK3566/68, YOLO11 and YOLOv10 add an attention block whose Softmax RKNN
+  runs on the CPU (exSoftmax13), and the board's rest grew with it (YOLO11n's 2 x 400 x
+  400 softmax, YOLO11s' 4 x 400 x 400) where npuflow's vectorised host charged 0.08 and
+  0.16 ms. The three YOLO11 pairs set the host's time per exp on that fallback path
+  (``host.transcendental_ns``, 44.6 ns: ``benchmarks/host_rates.py``); YOLOv10n and
+  YOLOv10s check it (1.04 and 1.07 of their boards). On the RK3576 the lookup table
+  works in line with the array (``epilogue.lut_overlap``), so npuflow's rest there is
+  its vector, copy and transfer time, and whatever the table takes beyond the array.
 - **The RK3562** (its 21 pairs all check pairs, first built here at 8168651). npuflow's
   convolutions take 0.96-1.14 of RKNN's rk3562 DDR + NPU, and some boards beat that sum
   (mobilenet_v2 by 0.7 ms, yolov5s_relu by 2.8 ms: part of the DMA overlaps, as on the
