@@ -16,6 +16,10 @@ def test_the_mode_is_known_unset_only_when_nothing_can_set_it(tmp_path):
     assert not mode_is_unset(["hydra.mode=MULTIRUN"], tmp_path)
     assert not mode_is_unset(["--config-dir", "elsewhere", "model=x"], tmp_path)
     assert not mode_is_unset(["-cd=elsewhere"], tmp_path)
+    assert not mode_is_unset(["hydra.searchpath=[file:///elsewhere]"], tmp_path)
+    (tmp_path / "config.yaml").write_text("hydra:\n  searchpath: [file:///elsewhere]\n")
+    assert not mode_is_unset([], tmp_path)  # a file that adds a search path: composed
+    (tmp_path / "config.yaml").unlink()
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "grid.yaml").write_text(
         "# @package _global_\nhydra:\n  mode: 'multirun'\n")
