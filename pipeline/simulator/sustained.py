@@ -11,7 +11,7 @@ milliseconds, whatever the frame rate.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from hardware.profile import HardwareProfile
 from hardware.thermal import FrameModel, PowerMode, SustainedRun, run
 from pipeline.artifacts import pyplot, save_figure, write_csv
 from pipeline.compiler.plan import Plan
+from pipeline.reports.figures import draw_all
 
 COLUMNS = ("time_s", "temperature_c", "frequency_mhz", "latency_ms", "power_w", "frames")
 
@@ -45,8 +46,8 @@ def simulate(plan: Plan, time_at: Callable[[float], float],
                        soc_w=profile.thermal.soc_w)
     result = run(frame, mode, profile.thermal, ambient, float(cfg.seconds), float(cfg.fps))
     write_csv(out_dir / "sustained.csv", _rows(result), COLUMNS)
-    if plots:
-        _plot(result, profile, mode, out_dir / "sustained.png")
+    if plots:  # drawn where the run's other figures are (pipeline.reports.figures)
+        draw_all([partial(_plot, result, profile, mode, out_dir / "sustained.png")])
     last = result.samples[-1]
     return {
         "sustained_latency_ms": last.frame_s * 1e3,

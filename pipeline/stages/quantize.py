@@ -204,11 +204,11 @@ class QuantizeStage(Stage):
             extra["auto"] = {"stop": found.stop, "float_layers": found.float_layers,
                              "trials": len(found.curve) - 1}
             write_json(out_dir / "auto_curve.json", found.curve)
-            evaluator = judge()
+            evaluator = judge()  # float_scores: empty without labels, so no fp32 line
             key = evaluator.objective_key if evaluator.labelled else "output_cosine"
             draw_all([functools.partial(plots.plot_auto_curve, found.curve, key,
-                              evaluator.float_scores.get(key) if evaluator.labelled else None,
-                              out_dir / "auto_curve.png")])
+                                        evaluator.float_scores.get(key),
+                                        out_dir / "auto_curve.png")])
         if exclude:
             schemes.quantize_int(float_path, out_dir / "model.onnx", cache, q, exclude)
         else:  # the fully quantized model made above to find the layers
