@@ -120,11 +120,17 @@ What the comparison shows:
   works in line with the array (``epilogue.lut_overlap``), so npuflow's rest there is
   its vector, copy and transfer time, and whatever the table takes beyond the array.
 - **The RK3562** (its 21 pairs all check pairs, first built here at 8168651). npuflow's
-  convolutions take 0.96-1.14 of RKNN's rk3562 DDR + NPU, and some boards beat that sum
-  (mobilenet_v2 by 0.7 ms, yolov5s_relu by 2.8 ms: part of the DMA overlaps, as on the
-  RK3576; resnet50 and yolov6s sit on it). The misses are in the rest, where the rk3562
-  profile carries the RK3566/68's fitted table and elementwise rates: the boards' rest is
-  about half the RK3566/68's (yolov5s 9.8 against 18.0 ms, yolov8n 8.5 against 12.7).
+  convolutions took 0.96-1.14 of RKNN's rk3562 DDR + NPU, and some boards beat that sum
+  (mobilenet_v2 by 0.7 ms, yolov5s_relu by 2.8 ms, before its 27 unestimated layers;
+  resnet50 and yolov6s sit on it): the boards take 0.83-1.01x that sum where the RK3588's
+  take 1.03-1.14x and the RK3566/68's 1.11-1.36x. The boards' rest beyond the sum is
+  about half the RK3566/68's (yolov5s 9.8 against 18.0 ms, yolov8n 8.5 against 12.7), yet
+  the table costs both the same (yolov5s less yolov5s_relu: 12.3 and 12.6 ms). So the
+  RK3562's DMA overlaps its compute, as the RK3576's does (``dma.double_buffering: true``,
+  chosen after all 21 pairs had been seen at 1.12-1.48; each is marked seen), and its
+  table does not (``epilogue.lut_overlap`` false). The boards sit between RKNN's sum and
+  its max(DDR, NPU) (1.24-1.49x of the max): the overlap is partial there, whole in the
+  profile, and the networks made of convolutions alone come out at 0.84-0.92.
   These builds also showed Softmax on the rk3562's NPU (YOLO11n's attention as
   exSDPAttention, PP-OCRv4 rec's exSoftmax13), which the profile had inherited as a CPU
   fallback from the rk3568; it now runs there. No RK3562 rate was fitted: every RK3562

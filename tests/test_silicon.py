@@ -521,6 +521,22 @@ def test_rknpu_loads_a_convolutions_operands_then_computes_but_streams_vector_pa
     assert streamed[0].total_cycles < streamed[0].compute_cycles + streamed[0].memory_cycles
 
 
+def test_the_rk3562_overlaps_a_convolutions_load_with_its_compute_but_not_its_table():
+    """The RK3562's boards take less than RKNN's DDR + NPU summed where the RK3566/68's take
+    more (rk3562.yaml's based_on): its DMA overlaps the array's compute like the RK3576's,
+    while its lookup table still adds its time after the array's, as the RK3566/68's does."""
+    g = GemmShape(6400, 576, 64)
+    conv = Work(ARRAY, macs=g.macs, input_elems=g.m * 64, weight_elems=g.k * g.n,
+                output_elems=g.m * g.n, gemm=g)
+    cost = {name: npu_kernel_cost(conv, "int8", _profile(name)) for name in ("rk3562", "rk3568")}
+    both = {name: (c.compute_cycles, c.memory_cycles) for name, c in cost.items()}
+    run = {name: c.total_cycles - c.overhead_cycles for name, c in cost.items()}
+    assert max(both["rk3562"]) <= run["rk3562"] < sum(both["rk3562"])  # a pipeline's fill
+    assert run["rk3568"] >= sum(both["rk3568"])
+    assert cost["rk3562"].compute_cycles == cost["rk3568"].compute_cycles  # the same array
+    assert not _profile("rk3562").epilogue.lut_overlap
+
+
 @given(m=st.integers(64, 20000), k=st.integers(16, 2304), n=st.integers(16, 512),
        cores=st.integers(2, 4), bw=st.sampled_from([2.0, 8.0, 17.0, 64.0]))
 @example(m=64, k=16, n=81, cores=4, bw=2.0)  # a core's 16 rows stream, the whole 64 tile
