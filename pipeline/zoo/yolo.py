@@ -1,9 +1,11 @@
 """YOLOv5 (ultralytics v6.0 yolov5{n,s,m}.yaml) up to the Detect convs.
 
 Conv = Conv2d(no bias) + BN + SiLU, the SiLU exported as ``x * sigmoid(x)``; the neck
-upsamples with nearest Resize and joins with Concat; the head is three 1x1 convs whose
-outputs are reshaped to (1, 3, H, W, 85) and passed through Sigmoid, as the ultralytics
-ONNX export does before box decoding (the grid decode is left out: it is post-processing).
+upsamples with nearest Resize and joins with Concat; the head is three 1x1 convs, each
+followed by a Sigmoid, with outputs (1, 255, H, W): the network as rknn_model_zoo exports
+it for its tables (airockchip/yolov5, examples/yolov5/README.md: the ultralytics export's
+reshape to (1, 3, H, W, 85), permute and grid decode move to post-processing, the Sigmoid
+stays on the conv).
 """
 
 from __future__ import annotations
@@ -75,10 +77,7 @@ def yolov5(seed: int, opset: int, depth_multiple: float = 0.33, width_multiple: 
 
     per_anchor = num_classes + 5
     for feat in (out_p3, out_p4, out_p5):
-        y = g.conv(feat, 3 * per_anchor, 1, bias=True)
-        _, _, h, w = g.shape[y]
-        y = g.transpose(g.reshape(y, (1, 3, per_anchor, h, w)), (0, 1, 3, 4, 2))
-        g.output(g.sigmoid(y))
+        g.output(g.sigmoid(g.conv(feat, 3 * per_anchor, 1, bias=True)))
     return g.build()
 
 
