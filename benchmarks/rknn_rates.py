@@ -70,7 +70,8 @@ def fit_rates(results: list[dict]) -> dict[str, dict]:
     fits = {}
     for target in sorted({r["target"] for r in results}):
         fit = fit_set()
-        rows = [r for r in results if (r["network"].split()[0], target) in fit]
+        rows = [r for r in results
+                if r["target"] == target and (r["network"].split()[0], target) in fit]
         if len(rows) < 2:
             continue
         a = np.array([[r["lut_elements"] / 1e6, r["elementwise_bytes"] / 1e6] for r in rows])

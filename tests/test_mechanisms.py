@@ -312,6 +312,31 @@ def test_every_pair_says_if_it_was_fitted_and_what_kind_of_figure_it_is():
     assert ("yolov5s", "rk3588") in fitted and not any(n.startswith("yolox") for n, _ in fitted)
 
 
+def test_each_chip_s_elementwise_rates_are_read_off_that_chip_s_boards_only():
+    """rknn_rates.fit_rates regresses a chip's fit pairs alone: rows built exactly from two
+    chips' different rates give each chip its own back, whatever other chips' rows (and
+    networks fitted on another chip only) sit beside them."""
+    import sys
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from rknn_rates import fit_rates, fit_set
+
+    truth = {"rk3588": (5.0, 2.0), "rk3568": (1.5, 0.8), "rk3576": (9.0, 9.0)}
+    networks = sorted({network for network, _ in fit_set()})
+    rows = []
+    for target, (lut, vector) in truth.items():
+        for i, network in enumerate(networks):
+            lut_m, ew_mb = 2.0 + i, 1.0 + (i * 7) % 5
+            rows.append({"network": network, "target": target, "precision": "int8",
+                         "lut_elements": lut_m * 1e6, "elementwise_bytes": ew_mb * 1e6,
+                         "rknn_ddr_plus_npu_ms": 10.0,
+                         "board_ms": 10.0 + lut_m / lut + ew_mb / vector})
+    rates = fit_rates(rows)
+    for target in ("rk3588", "rk3568"):
+        assert rates[target]["lut_rate"] == pytest.approx(truth[target][0])
+        assert rates[target]["vector_rate"] == pytest.approx(truth[target][1])
+    assert "rk3576" not in rates  # no pair of it is fit for these rates
+
+
 def test_a_profile_s_confidence_band_is_reported_with_what_it_rests_on(tmp_path):
     conf = tmp_path / "conf" / "hardware"
     conf.mkdir(parents=True)
