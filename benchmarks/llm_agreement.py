@@ -148,6 +148,12 @@ NOTES = """What was seen before what (published.yaml says it per row):
   RK3576's w4a16 and w4a16_g128 prefills, whose activations are fp16, got 2.5-10.6%
   faster (their TTFT was already low: no row crossed the bar); every int8 figure and every
   decode is unchanged.
+- The RK3562's DMA now overlaps its convolutions' compute (`dma.double_buffering`, chosen
+  on its 21 CNN board pairs, none of these rows): its three rows' prefills got faster
+  still, TTFT 0.40-0.45 -> 0.32-0.35 (already misses); decode, whose weight stream already
+  overlapped (`dma.matvec_overlap`), and memory are unchanged. The CNN boards say the
+  RK3562's NPU loads behind its compute; rknn-llm's RK3562 prefill is 3x npuflow's all
+  the same, so that time is spent somewhere the NPU model does not see.
 """
 
 
