@@ -3,10 +3,14 @@
 RKNN-Toolkit2's compile-time estimate costs a convolution with a fused SiLU / Sigmoid /
 HardSwish (ConvExSwish, ConvSigmoid, ConvHardSwish) as the plain convolution and leaves
 standalone elementwise layers (Add, Mul, Sigmoid, ...) at 0 cycles; the boards pay for
-both. Per network, the board's time beyond RKNN's DDR + NPU cycles is regressed (least
-squares, no intercept) on the outputs of those two kinds of layer:
+both. Per network, the board's time beyond RKNN's DDR + NPU cycles and beyond the DMA
+time npuflow's vector passes expose (on these load-then-compute chips a vector pass's
+operands load, then it computes: ``npuflow_vector_dma_ms``, from npuflow's own plan of the
+same network, independent of the rates) is regressed (least squares, no intercept) on the
+outputs of those two kinds of layer:
 
-    board - RKNN's DDR + NPU  ~=  lut_elements / lut_rate + elementwise_bytes / vector_rate
+    board - RKNN's DDR + NPU - vector DMA  ~=  lut_elements / lut_rate
+                                               + elementwise_bytes / vector_rate
 
 over the networks made of convolutions, SiLU / HardSwish and elementwise layers (the pairs
 ``benchmarks/silicon/published.yaml`` marks ``role: fit`` for these two keys; the others add
@@ -75,7 +79,8 @@ def fit_rates(results: list[dict]) -> dict[str, dict]:
         if len(rows) < 2:
             continue
         a = np.array([[r["lut_elements"] / 1e6, r["elementwise_bytes"] / 1e6] for r in rows])
-        rest = np.array([r["board_ms"] - r["rknn_ddr_plus_npu_ms"] for r in rows])
+        rest = np.array([r["board_ms"] - r["rknn_ddr_plus_npu_ms"] - r["npuflow_vector_dma_ms"]
+                         for r in rows])
         ms_per_mb, *_ = np.linalg.lstsq(a, rest, rcond=None)
         fits[target] = {"lut_rate": 1 / ms_per_mb[0], "vector_rate": 1 / ms_per_mb[1],
                         "rows": [(r["network"].split()[0], float(x), float(p))
@@ -86,8 +91,9 @@ def fit_rates(results: list[dict]) -> dict[str, dict]:
 def markdown(results: list[dict]) -> str:
     fitted = sorted({n for n, _ in fit_set()})
     lines = ["Elementwise rates read off the boards (`benchmarks/rknn_rates.py`): board - "
-             "RKNN's DDR + NPU (ms) regressed on the outputs of RKNN's LUT-activated "
-             "convolutions (M elements) and of its standalone elementwise layers (MB), over "
+             "RKNN's DDR + NPU - the DMA npuflow's vector passes expose (ms) regressed on "
+             "the outputs of RKNN's LUT-activated convolutions (M elements) and of its "
+             "standalone elementwise layers (MB), over "
              f"the pairs published.yaml marks as fit for them ({', '.join(fitted)}):", ""]
     for target, fit in fit_rates(results).items():
         lines += [f"- **{target}**: LUT activation {fit['lut_rate']:.2f} elements per cycle "

@@ -226,10 +226,10 @@ class Dram:
 
 @dataclass
 class Dma:
-    """``double_buffering``: the convolution pipeline (the array and the depthwise engine)
+    """``double_buffering``: the NPU (the array, the depthwise engine, the vector unit)
     prefetches tile i+1 while it computes tile i, so a kernel takes max(compute, memory);
-    without it the operands are loaded, then computed on: compute + memory. Streaming
-    units (vector, copy) read, compute and write as one pipeline either way.
+    without it the operands are loaded, then computed on: compute + memory. Copies read
+    and write as one stream either way.
     ``matvec_overlap``: a matrix-vector product (``mac_array.matvec_rows`` rows or fewer)
     streams its weights behind its compute even without double buffering: they pass
     through once and its activations are a few rows (RKNN-Toolkit2's estimate of a fully

@@ -328,8 +328,8 @@ def test_each_chip_s_elementwise_rates_are_read_off_that_chip_s_boards_only():
             lut_m, ew_mb = 2.0 + i, 1.0 + (i * 7) % 5
             rows.append({"network": network, "target": target, "precision": "int8",
                          "lut_elements": lut_m * 1e6, "elementwise_bytes": ew_mb * 1e6,
-                         "rknn_ddr_plus_npu_ms": 10.0,
-                         "board_ms": 10.0 + lut_m / lut + ew_mb / vector})
+                         "rknn_ddr_plus_npu_ms": 10.0, "npuflow_vector_dma_ms": 0.5 * i,
+                         "board_ms": 10.0 + 0.5 * i + lut_m / lut + ew_mb / vector})
     rates = fit_rates(rows)
     for target in ("rk3588", "rk3568"):
         assert rates[target]["lut_rate"] == pytest.approx(truth[target][0])

@@ -500,25 +500,24 @@ def _buffering(p, double: bool):
     return dataclasses.replace(p, dma=dataclasses.replace(p.dma, double_buffering=double))
 
 
-def test_rknpu_loads_a_convolutions_operands_then_computes_but_streams_vector_passes():
-    """Board time is RKNN's DDR + NPU cycles summed per layer on both Rockchip chips
-    (profiles' based_on): the array and the depthwise engine add their memory time to
-    their compute, a vector pass still overlaps the two."""
+def test_rknpu_loads_every_layers_operands_then_computes_unless_its_dma_is_double_buffered():
+    """Board time is RKNN's DDR + NPU cycles summed per layer on the RK3588 and RK3566/68
+    (profiles' based_on): the array, the depthwise engine and a standalone vector pass add
+    their memory time to their compute; double-buffered, each overlaps the two."""
     rk = _profile("rk3588")
     assert not rk.dma.double_buffering and not _profile("rk3568").dma.double_buffering
     g = GemmShape(6400, 576, 64)
     conv = Work(ARRAY, macs=g.macs, input_elems=g.m * 64, weight_elems=g.k * g.n,
                 output_elems=g.m * g.n, gemm=g)
-    for work, depthwise in ((conv, False), (_dw_work(), True)):
+    sigmoid = Work(VECTOR, macs=0, input_elems=409600, weight_elems=0,
+                   output_elems=409600, vector_ops=4 * 409600)
+    for work, depthwise in ((conv, False), (_dw_work(), True), (sigmoid, False)):
         single = npu_kernel_cost(work, "int8", rk, depthwise=depthwise)
         double = npu_kernel_cost(work, "int8", _buffering(rk, True), depthwise=depthwise)
         assert single.total_cycles >= single.compute_cycles + single.memory_cycles
         assert double.total_cycles < single.total_cycles
-    sigmoid = Work(VECTOR, macs=0, input_elems=409600, weight_elems=0,
-                   output_elems=409600, vector_ops=4 * 409600)
-    streamed = [npu_kernel_cost(sigmoid, "int8", p) for p in (rk, _buffering(rk, True))]
-    assert streamed[0] == streamed[1]
-    assert streamed[0].total_cycles < streamed[0].compute_cycles + streamed[0].memory_cycles
+        assert double.total_cycles - double.overhead_cycles < \
+            double.compute_cycles + double.memory_cycles
 
 
 def test_the_rk3562_overlaps_a_convolutions_load_with_its_compute_but_not_its_table():
