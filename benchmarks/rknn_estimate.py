@@ -117,7 +117,7 @@ What the comparison shows:
   runs on the CPU (exSoftmax13), and the board's rest grew with it (YOLO11n's 2 x 400 x
   400 softmax, YOLO11s' 4 x 400 x 400) where npuflow's vectorised host charged 0.08 and
   0.16 ms. The three YOLO11 pairs set the host's time per exp on that fallback path
-  (``host.transcendental_ns``, 44.6 ns: ``benchmarks/host_rates.py``); YOLOv10n and
+  (``host.transcendental_ns``, 43.4 ns: ``benchmarks/host_rates.py``); YOLOv10n and
   YOLOv10s check it (1.04 and 1.07 of their boards). On the RK3576 the lookup table
   works in line with the array (``epilogue.lut_overlap``), so npuflow's rest there is
   its vector, copy and transfer time, and whatever the table takes beyond the array.
