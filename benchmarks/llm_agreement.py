@@ -154,6 +154,11 @@ NOTES = """What was seen before what (published.yaml says it per row):
   overlapped (`dma.matvec_overlap`), and memory are unchanged. The CNN boards say the
   RK3562's NPU loads behind its compute; rknn-llm's RK3562 prefill is 3x npuflow's all
   the same, so that time is spent somewhere the NPU model does not see.
+- A standalone vector pass now follows its chip's DMA rule (loaded, then computed on the
+  RK3588; overlapped on the RK3576 and RK3562) and the elementwise rates were refitted
+  net of that DMA (chosen on the RK3576's PP-OCRv4 det, a CNN pair): TTFT moved -0.3 to
+  -1.6% on the RK3588, -0.5 to -3.9% on the RK3576, -5.7 to -9.1% on the RK3562 (0.30-0.33);
+  tokens/s by 0.1% at most; memory not at all. No row crossed a bar.
 """
 
 

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from hardware.profile import load_profile
 from ops.load import from_onnx
 from pipeline.compiler.driver import compile_graph
+from pipeline.compiler.plan import Plan
 from pipeline.errors import UserError
 from pipeline.simulator.metrics import latency_metrics
 from pipeline.simulator.replay import FrameCosts, build
@@ -30,7 +31,8 @@ BASE = OmegaConf.load(CONF / "compile" / "default.yaml")
 def run(model: str, profile_name: str, scheme: str = "int8", **compile_cfg) -> dict:
     profile = load_profile(CONF / "hardware" / f"{profile_name}.yaml")
     graph = from_onnx(ZOO[model](seed=0, opset=17))
-    plan = compile_graph(graph, profile, OmegaConf.merge(BASE, compile_cfg), scheme)
+    plan = Plan.from_json(compile_graph(graph, profile, OmegaConf.merge(BASE, compile_cfg),
+                                        scheme))
     tasks = build(plan, profile, 1, 1, FrameCosts(0, 0))
     return latency_metrics(plan, tasks, schedule(tasks), profile)
 
