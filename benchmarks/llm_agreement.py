@@ -124,7 +124,8 @@ NOTES = """What was seen before what (published.yaml says it per row):
   order); npuflow, from the bytes, gave 17.2 (1.71x). Nothing public says what the
   RK3562 runtime does differently for it; the row stays a miss.
 - No language-model row set the rk3568 host's time per exp (`host.transcendental_ns`, 44.6
-  ns then, 43.4 since the elementwise rates' refit, fitted on three YOLO11 board pairs by `benchmarks/host_rates.py`). The rk3562
+  ns then, 43.4 since the elementwise rates' refit, fitted on three YOLO11 board pairs
+  by `benchmarks/host_rates.py`). The rk3562
   profile had inherited it with the rk3568's Softmax-on-the-CPU rule, which moved the
   three RK3562 rows' TTFT from 0.41-0.45 to 0.78-0.83. RKNN-Toolkit2's own rk3562 builds
   then showed Softmax on the NPU (YOLO11n's attention fused as exSDPAttention, PP-OCRv4
