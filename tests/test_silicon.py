@@ -62,6 +62,13 @@ def resnet8_on_ethos(tmp_path_factory) -> dict:
                            tmp_path_factory.mktemp("resnet8"))
 
 
+def _conv_work() -> Work:
+    """A 64 -> 64 3x3 convolution at 80x80 as the array sees it (6400 x 576 x 64)."""
+    g = GemmShape(6400, 576, 64)
+    return Work(ARRAY, macs=g.macs, input_elems=g.m * 64, weight_elems=g.k * g.n,
+                output_elems=g.m * g.n, gemm=g)
+
+
 def _dw_work(channels=96, pixels=28 * 28, taps=9) -> Work:
     g = GemmShape(pixels, taps, 1, groups=channels)
     return Work(ARRAY, macs=g.macs, input_elems=channels * pixels, weight_elems=channels * taps,
@@ -506,9 +513,7 @@ def test_rknpu_loads_every_layers_operands_then_computes_unless_its_dma_is_doubl
     their memory time to their compute; double-buffered, each overlaps the two."""
     rk = _profile("rk3588")
     assert not rk.dma.double_buffering and not _profile("rk3568").dma.double_buffering
-    g = GemmShape(6400, 576, 64)
-    conv = Work(ARRAY, macs=g.macs, input_elems=g.m * 64, weight_elems=g.k * g.n,
-                output_elems=g.m * g.n, gemm=g)
+    conv = _conv_work()
     sigmoid = Work(VECTOR, macs=0, input_elems=409600, weight_elems=0,
                    output_elems=409600, vector_ops=4 * 409600)
     for work, depthwise in ((conv, False), (_dw_work(), True), (sigmoid, False)):
@@ -524,9 +529,7 @@ def test_the_rk3562_overlaps_a_convolutions_load_with_its_compute_but_not_its_ta
     """The RK3562's boards take less than RKNN's DDR + NPU summed where the RK3566/68's take
     more (rk3562.yaml's based_on): its DMA overlaps the array's compute like the RK3576's,
     while its lookup table still adds its time after the array's, as the RK3566/68's does."""
-    g = GemmShape(6400, 576, 64)
-    conv = Work(ARRAY, macs=g.macs, input_elems=g.m * 64, weight_elems=g.k * g.n,
-                output_elems=g.m * g.n, gemm=g)
+    conv = _conv_work()
     cost = {name: npu_kernel_cost(conv, "int8", _profile(name)) for name in ("rk3562", "rk3568")}
     both = {name: (c.compute_cycles, c.memory_cycles) for name, c in cost.items()}
     run = {name: c.total_cycles - c.overhead_cycles for name, c in cost.items()}
