@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 
 from ops.load import from_onnx
 from pipeline import onnx_io
+from pipeline.errors import UserError
 from pipeline.reports.model_summary import count_parameters, summarize
 from pipeline.zoo import ZOO
 from tests.conftest import CONF
@@ -168,3 +169,15 @@ def test_resnet50_v2_is_keras_s_pre_activation_resnet():
     unfolded = [n for n in model.graph.node if n.op_type == "BatchNormalization"
                 and producers.get(n.input[0]) != "Conv"]
     assert len(unfolded) == 17
+
+
+def test_mobilesam_encoder_is_written_as_its_opset_16_export_and_refuses_untileable_sizes():
+    model = ZOO["mobilesam_encoder"](seed=0, opset=16)
+    ops = [n.op_type for n in model.graph.node]
+    # LayerNorm below opset 17 is the ReduceMean pattern: two means per norm, 22 norms
+    assert "LayerNormalization" not in ops and ops.count("ReduceMean") == 44
+    assert ops.count("Softmax") == sum((2, 6, 2))  # one per attention block
+    later = [n.op_type for n in ZOO["mobilesam_encoder"](seed=0, opset=17).graph.node]
+    assert later.count("LayerNormalization") == 20  # the neck's LayerNorm2d stays written out
+    with pytest.raises(UserError, match=r"model\.params\.image_size"):
+        ZOO["mobilesam_encoder"](seed=0, opset=16, image_size=500)

@@ -12,6 +12,7 @@ from pipeline.zoo.cnn import mobilenet_v2, resnet18, resnet50, resnet152
 from pipeline.zoo.digits import digits_mlp
 from pipeline.zoo.inception import inception_v4
 from pipeline.zoo.resnet_v2 import resnet50_v2
+from pipeline.zoo.tinyvit import tinyvit_sam
 from pipeline.zoo.transformer import bert_encoder
 from pipeline.zoo.yolo import yolov5, yolov5s
 from pipeline.zoo.yolo11 import yolo11
@@ -52,6 +53,7 @@ ZOO: dict[str, Callable[..., onnx.ModelProto]] = {
     "inception_v4": inception_v4,
     "vgg16": vgg16,
     "bert_encoder": bert_encoder,
+    "mobilesam_encoder": tinyvit_sam,
     "digits_mlp": digits_mlp,
 }
 NEEDS_CACHE = {"digits_mlp"}

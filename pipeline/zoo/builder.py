@@ -271,8 +271,29 @@ class GraphBuilder:
     def scale(self, x: str, factor: float) -> str:
         return self.mul(x, self.const("scale", np.array(factor, np.float32)))
 
-    def layernorm(self, x: str) -> str:
+    def layernorm_exported(self, x: str, axis: int = -1, eps: float = 1e-5) -> str:
+        """LayerNorm over ``axis`` as torch.onnx writes it: one LayerNormalization from
+        opset 17; below, ``(x - mean) / sqrt(var + eps) * gamma + beta`` node for node
+        (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add)."""
+        shape = self.shape[x]
+        if self.opset >= 17 and axis in (-1, len(shape) - 1):
+            return self.layernorm(x, eps)
+        axis %= len(shape)
+        reduced = tuple(1 if i == axis else d for i, d in enumerate(shape))
+        mean = self._node("ReduceMean", [x], reduced, axes=[axis], keepdims=1)
+        centred = self._node("Sub", [x, mean], shape)
+        square = self._node("Pow", [centred, self.const("two", np.array(2.0, np.float32))],
+                            shape)
+        var = self._node("ReduceMean", [square], reduced, axes=[axis], keepdims=1)
+        std = self._node("Sqrt", [self.add(var, self.const("eps", np.array(eps, np.float32)))],
+                         reduced)
+        normed = self._node("Div", [centred, std], shape)
+        param = tuple(d if i == axis else 1 for i, d in enumerate(shape))[axis:]
+        gamma = self.const("ln_g", np.ones(param, np.float32))
+        return self.add(self.mul(normed, gamma), self.const("ln_b", np.zeros(param, np.float32)))
+
+    def layernorm(self, x: str, eps: float = 1e-12) -> str:
         c = self.shape[x][-1]
         g = self.const("ln_g", np.ones(c, np.float32))
         b = self.const("ln_b", np.zeros(c, np.float32))
-        return self._node("LayerNormalization", [x, g, b], self.shape[x], axis=-1, epsilon=1e-12)
+        return self._node("LayerNormalization", [x, g, b], self.shape[x], axis=-1, epsilon=eps)
