@@ -192,6 +192,11 @@ class VectorUnit:
     # 16-bit element passes at an int8 element's rate, as NVDLA specifies its SDP / PDP
     # throughput, in elements per cycle)
     output_counts: OutputCounts = OutputCounts.byte
+    # elements a normalisation (LayerNorm, InstanceNorm, GroupNorm: a mean and a variance
+    # before anything is written) and a Softmax (a max and a sum along its axis) retire per
+    # cycle at most; 0: only the caps above bind
+    norm_elements_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
+    softmax_elements_per_cycle: float = bounded(0.0, NON_NEGATIVE, plausible=(0, 65536))
 
 
 @dataclass

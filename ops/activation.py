@@ -36,7 +36,8 @@ def activation_work(node: Node, graph: Graph) -> Work:
     const = sum(graph.tensors[i].size for i in node.inputs[1:] if i)
     per = OPS_PER_ELEMENT.get(node.op_type, 4)
     return Work(VECTOR, vector_ops=out * per, input_elems=x.size, weight_elems=const,
-                output_elems=out, transcendentals=out * TRANSCENDENTALS.get(node.op_type, 0))
+                output_elems=out, transcendentals=out * TRANSCENDENTALS.get(node.op_type, 0),
+                reduction="softmax" if node.op_type in ("Softmax", "LogSoftmax") else "")
 
 
 @constraint("clip_range")

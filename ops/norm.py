@@ -8,15 +8,18 @@ from ops.constraints import COMMON
 from ops.graph import Graph, Node
 from ops.work import VECTOR, Work
 
-_OPS = {"BatchNormalization": 2, "LayerNormalization": 8, "InstanceNormalization": 8,
-        "GroupNormalization": 8, "LpNormalization": 4}
+NORM_OPS = {"BatchNormalization": 2, "LayerNormalization": 8, "InstanceNormalization": 8,
+            "GroupNormalization": 8, "LpNormalization": 4}
+# the ones that reduce their input to a mean and variance before normalising it
+STATISTICS = frozenset({"LayerNormalization", "InstanceNormalization", "GroupNormalization"})
 
 
 def norm_work(node: Node, graph: Graph) -> Work:
     x = graph.tensors[node.inputs[0]]
     const = sum(graph.tensors[i].size for i in node.inputs[1:] if i)
-    return Work(VECTOR, vector_ops=x.size * _OPS.get(node.op_type, 8), input_elems=x.size,
-                weight_elems=const, output_elems=graph.tensors[node.outputs[0]].size)
+    return Work(VECTOR, vector_ops=x.size * NORM_OPS.get(node.op_type, 8), input_elems=x.size,
+                weight_elems=const, output_elems=graph.tensors[node.outputs[0]].size,
+                reduction="norm" if node.op_type in STATISTICS else "")
 
 
 NORM_CHECKS = COMMON

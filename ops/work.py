@@ -72,6 +72,10 @@ class Work:
     # elements a transcendental function (exp, tanh, erf, log) is evaluated on: a host that
     # runs them one at a time pays each (``host.transcendental_ns``)
     transcendentals: int = 0
+    # the pass reduces along an axis before it can write: "norm" (a LayerNorm, InstanceNorm
+    # or GroupNorm's mean and variance) or "softmax" (its max and sum); an NPU may retire
+    # these at their own rate (``vector_unit.norm_elements_per_cycle`` / ``softmax_...``)
+    reduction: str = ""
 
     @property
     def held_weight_elems(self) -> int:

@@ -10,11 +10,20 @@ DRAM a third as fast, as overlapped passes would)."""
 
 from __future__ import annotations
 
+import math
+
 from hardware.kernel_cost import WIDTHS, KernelCost
 from hardware.profile_schema import HardwareProfile
+from hardware.profile_schema import VectorUnit as VectorUnitSpec
 from hardware.units import Operands, Unit, register, streamed
 from hardware.vector import vector_cycles
 from ops.work import ARRAY, VECTOR, Work
+
+
+def reduction_rate(kind: str, unit: VectorUnitSpec) -> float:
+    """Elements per cycle a reducing pass of ``kind`` retires (0: no rate of its own)."""
+    return {"norm": unit.norm_elements_per_cycle,
+            "softmax": unit.softmax_elements_per_cycle}.get(kind, 0.0)
 
 
 @register
@@ -33,5 +42,8 @@ class VectorUnit(Unit):
         ops = work.vector_ops + (work.macs if work.unit == ARRAY else 0)
         width = 1 if profile.vector_unit.output_counts == "element" else WIDTHS[precision][0]
         compute = vector_cycles(ops, work.output_elems * width, profile.vector_unit)
+        rate = reduction_rate(work.reduction, profile.vector_unit)
+        if rate > 0:
+            compute = max(compute, math.ceil(work.output_elems / rate))
         return streamed(work, precision, profile, where, VECTOR, compute,
                         pipelined=profile.dma.double_buffering)

@@ -10,6 +10,10 @@ dispatch per op (DOMAIN.md section 4). Patterns, each switchable in ``compile.fu
   ``x*sigmoid(x)`` and ``x*clip(x+3, 0, 6)/6`` (or ``x*hardsigmoid(x)``) become one
   activation, checked against ``Gelu`` / ``Silu`` / ``HardSwish`` support (RKNN-Toolkit2
   2.5.0 does the same: its fuse_ops log lists ``replace_torch_hardswish2`` on PP-OCRv4);
+- ``layernorm``: LayerNorm as exporters write it below opset 17 (ReduceMean, Sub, Pow,
+  ReduceMean, Add, Sqrt, Div, then the scale and shift) becomes one normalisation, checked
+  against ``LayerNormalization`` support (RKNN-Toolkit2 2.5.0's rk35xx builds of MobileSAM's
+  encoder make each of its 22 such subgraphs one ``exNorm`` layer);
 - ``elementwise``: chains of single-consumer elementwise / activation ops, on a profile
   whose vector unit runs a chain in one pass (``vector_unit.chains``); otherwise an
   elementwise op takes along only one activation its output stage applies;
@@ -39,14 +43,15 @@ ACTIVATIONS = frozenset({"Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh"
 ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu", "Sigmoid",
                          "Tanh", "HardSigmoid", "HardSwish", "Erf", "Gelu", "Neg", "Abs",
                          "Sqrt", "Exp", "Max", "Min", "Pow"})
-PATTERNS = ("epilogue", "residual", "gelu", "silu", "hardswish", "elementwise", "pool")
+PATTERNS = ("epilogue", "residual", "gelu", "silu", "hardswish", "layernorm", "elementwise",
+            "pool")
 
 
 @dataclass
 class Kernel:
     name: str
     nodes: list[Node]
-    pattern: str  # single | epilogue | elementwise | gelu | silu | hardswish
+    pattern: str  # single | epilogue | elementwise | gelu | silu | hardswish | layernorm
     composite: str | None = None  # the op the fused pattern is checked as (Gelu, ...)
     folded: set[str] = field(default_factory=set)  # BN / const bias nodes folded into weights
     activation_nodes: set[str] = field(default_factory=set)  # its output stage's activation
@@ -75,7 +80,8 @@ class Kernel:
         nodes = [n for n in self.nodes if n.name in self.activation_nodes]
         if len(nodes) <= 1:
             return nodes[0].op_type if nodes else None
-        return "Silu" if any(n.op_type == "Sigmoid" for n in nodes) else "HardSwish"
+        types = {n.op_type for n in nodes}
+        return "Silu" if "Sigmoid" in types else "Gelu" if "Erf" in types else "HardSwish"
 
 
 def _squeezed(text: str) -> str:
@@ -108,6 +114,57 @@ def _match_gelu(node: Node, graph: Graph, cons: Mapping[str, list[Node]]
     first_mul = chain[3]
     if x not in first_mul.inputs and x not in chain[4].inputs:
         return None
+    return chain
+
+
+def _match_layernorm(node: Node, graph: Graph, cons: Mapping[str, list[Node]]
+                     ) -> list[Node] | None:
+    """From its first ReduceMean: ``d = x - mean(x)``, ``d / sqrt(mean(d^2) + eps)`` (the
+    square a Pow by 2 or ``d * d``; ``d`` perhaps transposed), then a constant scale and
+    shift if present."""
+    def sole(n: Node) -> Node | None:
+        users = cons.get(n.outputs[0], [])
+        return users[0] if len(users) == 1 and n.outputs[0] not in graph.outputs else None
+
+    if node.op_type != "ReduceMean" or not node.inputs:
+        return None
+    x = node.inputs[0]
+    sub = sole(node)
+    if sub is None or sub.op_type != "Sub" or sub.inputs[:2] != [x, node.outputs[0]]:
+        return None
+    chain = [node, sub]
+    d = sub.outputs[0]
+    if (moved := sole(sub)) is not None and moved.op_type == "Transpose":
+        # a layout change the optimizer sank into the norm (a window partition): the norm
+        # still reads and writes its tensor once
+        chain.append(moved)
+        d = moved.outputs[0]
+    users = cons.get(d, [])
+    def squares(u: Node) -> bool:
+        if u.op_type == "Pow":
+            return u.inputs[0] == d and _scalar_value(graph, u.inputs[1]) == 2.0
+        return u.op_type == "Mul" and u.inputs[:2] == [d, d]
+
+    square = next((u for u in users if squares(u)), None)
+    div = next((u for u in users if u.op_type == "Div" and u.inputs[0] == d), None)
+    if square is None or div is None or len(users) != 2 or d in graph.outputs:
+        return None
+    chain.append(square)
+    for op in ("ReduceMean", "Add", "Sqrt"):
+        nxt = sole(chain[-1])
+        if nxt is None or nxt.op_type != op or \
+                (op == "Add" and not _const_operand(nxt, graph, chain[-1].outputs[0])):
+            return None
+        chain.append(nxt)
+    if sole(chain[-1]) is not div or div.inputs[1] != chain[-1].outputs[0]:
+        return None
+    chain.append(div)
+    for op in ("Mul", "Add"):  # the learned scale and shift
+        nxt = sole(chain[-1])
+        if nxt is None or nxt.op_type != op or \
+                not _const_operand(nxt, graph, chain[-1].outputs[0]):
+            break
+        chain.append(nxt)
     return chain
 
 
@@ -222,6 +279,9 @@ def fuse(graph: Graph, enabled: Mapping[str, bool],
         if enabled.get("gelu") and (chain := _match_gelu(node, graph, cons)):
             grab(chain, "gelu", "Gelu")
             continue
+        if enabled.get("layernorm") and (chain := _match_layernorm(node, graph, cons)):
+            grab(chain, "layernorm", "LayerNormalization")
+            continue
         if enabled.get("silu") and (chain := _match_silu(node, cons)):
             grab(chain, "silu", "Silu")
             continue
@@ -282,14 +342,16 @@ def toposort(kernels: list[Kernel]) -> list[Kernel]:
 def _composite_activation(users: list[Node], graph: Graph, cons: Mapping[str, list[Node]],
                           enabled: Mapping[str, bool], free: frozenset[str], taken: set[str]
                           ) -> list[Node] | None:
-    """A SiLU or HardSwish subgraph that every reader of the epilogue's tensor belongs to,
-    when the output stage applies it (``free``) and its pattern is on."""
+    """A SiLU, HardSwish or GELU subgraph that every reader of the epilogue's tensor
+    belongs to, when the output stage applies it (``free``) and its pattern is on (RKNN's
+    rk35xx builds fuse each into the convolution before it: ConvSilu, ConvExGelu)."""
     names = {u.name for u in users}
     for user in users:
-        for pattern, op in (("silu", "Silu"), ("hardswish", "HardSwish")):
+        for pattern, op in (("silu", "Silu"), ("hardswish", "HardSwish"), ("gelu", "Gelu")):
             if not enabled.get(pattern) or op not in free:
                 continue
             nodes = _match_silu(user, cons) if pattern == "silu" else \
+                _match_gelu(user, graph, cons) if pattern == "gelu" else \
                 _match_hardswish(user, graph, cons)
             if nodes and names <= {n.name for n in nodes} and \
                     not any(n.name in taken for n in nodes):
@@ -381,8 +443,14 @@ def _epilogue(anchor: Node, graph: Graph, cons: Mapping[str, list[Node]],
         elif op == "MaxPool" and enabled.get("pool"):
             chain.append(user)
             break
+        elif op == "Reshape" and not activation:
+            # a view of the result (a 3-D Linear's Gemm back to its tokens): the activation
+            # after it still reads the output stage, as RKNN's ConvExGelu does
+            chain.append(user)
         else:
             break
+    while chain[-1].op_type == "Reshape":  # a view nothing fused after stays its own kernel
+        chain.pop()
     return chain, folded, activation
 
 

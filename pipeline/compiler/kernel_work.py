@@ -19,6 +19,7 @@ from ops.activation import OPS_PER_ELEMENT, TRANSCENDENTALS
 from ops.conv_lowering import Lowering, run_outputs
 from ops.elementwise import INTEGER_OPS_PER_ELEMENT
 from ops.graph import Graph
+from ops.norm import NORM_OPS, STATISTICS
 from ops.quant import node_precision
 from ops.reduce import spatial_mean
 from ops.registry import work_of
@@ -63,16 +64,18 @@ def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32",
                     lut_activation=kernel.activation in lut_activations,
                     transcendentals=transcendentals)
     if kernel.composite:
-        ops = OPS_PER_ELEMENT.get(kernel.composite, 4) * outs
-        return Work(VECTOR, vector_ops=ops, input_elems=ins, weight_elems=consts,
+        per = OPS_PER_ELEMENT.get(kernel.composite) or NORM_OPS.get(kernel.composite, 4)
+        return Work(VECTOR, vector_ops=per * outs, input_elems=ins, weight_elems=consts,
                     output_elems=outs,
-                    transcendentals=TRANSCENDENTALS.get(kernel.composite, 0) * outs)
+                    transcendentals=TRANSCENDENTALS.get(kernel.composite, 0) * outs,
+                    reduction="norm" if kernel.composite in STATISTICS else "")
     units = {w.unit for w in works}
     unit = VECTOR if VECTOR in units else MEMORY if MEMORY in units else FREE
     return Work(unit, vector_ops=sum(w.vector_ops for w in works)
                 + _integer_extra_ops(kernel, graph, precision), input_elems=ins,
                 weight_elems=consts, output_elems=outs, unread_weight_elems=unread,
-                transcendentals=transcendentals)
+                transcendentals=transcendentals,
+                reduction=works[0].reduction if len(works) == 1 else "")
 
 
 def lowered(work: Work, kernel: Kernel, graph: Graph, lowering: Lowering) -> Work:

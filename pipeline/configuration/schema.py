@@ -244,7 +244,7 @@ class CompileConfig:
     fusion: bool = True  # master switch
     fusion_patterns: dict[str, bool] = field(default_factory=lambda: {
         "epilogue": True, "residual": True, "gelu": True, "silu": True, "hardswish": True,
-        "elementwise": True, "pool": False})
+        "layernorm": True, "elementwise": True, "pool": False})
     placement: Placement = Placement.greedy
     # If/Loop/Scan: their bodies' cost depends on run-time data. error: stop naming the
     # node; host: run them on the CPU with the body uncosted (listed in uncosted_ops)
