@@ -160,6 +160,16 @@ NOTES = """What was seen before what (published.yaml says it per row):
   net of that DMA (chosen on the RK3576's PP-OCRv4 det, a CNN pair): TTFT moved -0.3 to
   -1.6% on the RK3588, -0.5 to -3.9% on the RK3576, -5.7 to -9.1% on the RK3562 (0.30-0.33);
   tokens/s by 0.1% at most; memory not at all. No row crossed a bar.
+- The RKNPU profiles' normalisations and Softmax run at their own rates
+  (`vector_unit.norm_elements_per_cycle` 0.58, `softmax_elements_per_cycle` 0.335 on the
+  RK3588, RK3576 and RK3562; the RK3562's scaled from the RK3566/68 pass rate), read off a
+  public per-layer RK3588 board profile of an RF-DETR (rknn_model_zoo issue #366: its
+  exNorm and exSDPAttention layers), written for MobileSAM's encoder, a CNN-board pair;
+  none of these rows set them. Every prefill got slower: TTFT +4.8 to +31.6% on the
+  RK3588 (0.94-1.25), +3.7 to +37.0% on the RK3576, +20.8 to +40.8% on the RK3562
+  (0.37-0.42); tokens/s moved 1.6% at most, memory not at all. One row crossed a bar:
+  RK3576 MiniCPM3 4B w4a16's TTFT, 0.62 -> 0.70. That RKNN-Toolkit2's attention layer
+  prices rknn-llm's prefill attention is an assumption: the runtime is closed.
 """
 
 
