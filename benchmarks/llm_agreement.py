@@ -137,7 +137,7 @@ NOTES = """What was seen before what (published.yaml says it per row):
   sequential read, where the profiles' `dram.bandwidth_gbps` is the rate RKNN's estimate
   charges a convolution's tiles). It was written after every row here had been seen (the
   RK3576's tokens/s at 0.56-0.93, the RK3588's at 0.83-0.94) and is fitted by
-  `benchmarks/stream_rates.py` on the fit rows only: 30.3 GB/s on the RK3588 (89% of its
+  `benchmarks/stream_rates.py` on the fit rows only: 30.4 GB/s on the RK3588 (89% of its
   34.1 GB/s peak, five fit rows), 11.7 on the RK3576 (69% of 16.9, its two Qwen2 0.5B fit
   rows). The rk3562 has no fit row and keeps its 8.4. Check rows' tokens/s went from 20
   of 33 to 32 of 33 within 1.5x (RK3588 1.05-1.13, RK3576 0.78-1.21); every check row is

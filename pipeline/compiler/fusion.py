@@ -24,7 +24,7 @@ consumer (an intermediate needed elsewhere must be written out). Every kernel ke
 member nodes, so placement can split it back into single-node kernels when the NPU cannot
 run the fused form.
 
-One file of ~330 lines: the fusion rules (epilogues, chains, Concat in place, LUT
+One file of ~460 lines: the fusion rules (epilogues, chains, Concat in place, LUT
 activations) decide together which node joins which kernel; split, each would need the
 others' state.
 """
