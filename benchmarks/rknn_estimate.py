@@ -132,9 +132,10 @@ What the comparison shows:
   chosen after all 21 pairs had been seen at 1.12-1.48; each is marked seen), and its
   table does not (``epilogue.lut_overlap`` false). The boards sit between RKNN's sum and
   its max(DDR, NPU) (1.24-1.49x of the max): the overlap is partial there, whole in the
-  profile, and the networks made of convolutions alone come out at 0.84-0.92. Every row was re-run
-  at 2f7a82d (the yolov5 family now built as the model zoo's: the Detect conv and its
-  Sigmoid, no reshape or permute; RKNN's own columns for it did not move, only npuflow's).
+  profile, and the networks made of convolutions alone come out at 0.84-0.92. Every row
+  was re-run at 899df3e (at 2f7a82d before: the yolov5 family now built as the model
+  zoo's, the Detect conv and its Sigmoid, no reshape or permute; RKNN's own columns for it
+  did not move, only npuflow's).
   These builds also showed Softmax on the rk3562's NPU (YOLO11n's attention as
   exSDPAttention, PP-OCRv4 rec's exSoftmax13), which the profile had inherited as a CPU
   fallback from the rk3568; it now runs there. No RK3562 rate was fitted: every RK3562

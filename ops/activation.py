@@ -13,7 +13,7 @@ from typing import Any
 
 from ops.constraints import COMMON, constraint
 from ops.graph import Graph, Node
-from ops.work import VECTOR, Work
+from ops.work import VECTOR, Work, reduction_of
 
 OPS_PER_ELEMENT = {
     "Relu": 1, "Clip": 2, "LeakyRelu": 2, "PRelu": 2, "HardSigmoid": 3, "HardSwish": 4,
@@ -37,7 +37,7 @@ def activation_work(node: Node, graph: Graph) -> Work:
     per = OPS_PER_ELEMENT.get(node.op_type, 4)
     return Work(VECTOR, vector_ops=out * per, input_elems=x.size, weight_elems=const,
                 output_elems=out, transcendentals=out * TRANSCENDENTALS.get(node.op_type, 0),
-                reduction="softmax" if node.op_type in ("Softmax", "LogSoftmax") else "")
+                reduction=reduction_of(node.op_type))
 
 
 @constraint("clip_range")

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from ops.constraints import COMMON
 from ops.graph import Graph, Node
-from ops.work import VECTOR, Work
+from ops.work import VECTOR, Work, reduction_of
 
 NORM_OPS = {"BatchNormalization": 2, "LayerNormalization": 8, "InstanceNormalization": 8,
             "GroupNormalization": 8, "LpNormalization": 4}
-# the ones that reduce their input to a mean and variance before normalising it
-STATISTICS = frozenset({"LayerNormalization", "InstanceNormalization", "GroupNormalization"})
 
 
 def norm_work(node: Node, graph: Graph) -> Work:
@@ -19,7 +17,7 @@ def norm_work(node: Node, graph: Graph) -> Work:
     const = sum(graph.tensors[i].size for i in node.inputs[1:] if i)
     return Work(VECTOR, vector_ops=x.size * NORM_OPS.get(node.op_type, 8), input_elems=x.size,
                 weight_elems=const, output_elems=graph.tensors[node.outputs[0]].size,
-                reduction="norm" if node.op_type in STATISTICS else "")
+                reduction=reduction_of(node.op_type))
 
 
 NORM_CHECKS = COMMON

@@ -36,6 +36,17 @@ class HostInput:
     taps: int
 
 
+# the ops that reduce along an axis before they can write (``Work.reduction``): a
+# normalisation's mean and variance, a Softmax's max and sum
+REDUCTIONS = {"LayerNormalization": "norm", "InstanceNormalization": "norm",
+              "GroupNormalization": "norm", "Softmax": "softmax", "LogSoftmax": "softmax"}
+
+
+def reduction_of(op_type: str | None) -> str:
+    """The reducing pass an op is: norm, softmax or "" (none)."""
+    return REDUCTIONS.get(op_type or "", "")
+
+
 @dataclass(frozen=True)
 class Work:
     """Element counts and the unit that does the work.

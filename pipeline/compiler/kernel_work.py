@@ -19,11 +19,11 @@ from ops.activation import OPS_PER_ELEMENT, TRANSCENDENTALS
 from ops.conv_lowering import Lowering, run_outputs
 from ops.elementwise import INTEGER_OPS_PER_ELEMENT
 from ops.graph import Graph
-from ops.norm import NORM_OPS, STATISTICS
+from ops.norm import NORM_OPS
 from ops.quant import node_precision
 from ops.reduce import spatial_mean
 from ops.registry import work_of
-from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, HostInput, Work
+from ops.work import ARRAY, FREE, MEMORY, VECTOR, GemmShape, HostInput, Work, reduction_of
 from pipeline.compiler.fusion import Kernel
 
 SCHEME_PRECISION = {"int8": "int8", "fp16": "fp16", "none": "fp32"}
@@ -68,7 +68,7 @@ def kernel_work(kernel: Kernel, graph: Graph, precision: str = "fp32",
         return Work(VECTOR, vector_ops=per * outs, input_elems=ins, weight_elems=consts,
                     output_elems=outs,
                     transcendentals=TRANSCENDENTALS.get(kernel.composite, 0) * outs,
-                    reduction="norm" if kernel.composite in STATISTICS else "")
+                    reduction=reduction_of(kernel.composite))
     units = {w.unit for w in works}
     unit = VECTOR if VECTOR in units else MEMORY if MEMORY in units else FREE
     return Work(unit, vector_ops=sum(w.vector_ops for w in works)
